@@ -1,0 +1,22 @@
+//! Variants of [`RawMutex`](crate::RawMutex) that switch the spin bit off,
+//! for benchmarks that isolate its effect. Enabled by the `bench-ablations`
+//! feature; not for production use.
+
+use crate::platform::native::{AllSpin, NoSpin};
+use crate::raw::raw_mutex;
+
+raw_mutex!(
+    /// Spinning switched off: every waiter sleeps at once.
+    NoSpinRawMutex,
+    NoSpin
+);
+raw_mutex!(
+    /// Every waiter spins before it sleeps, as in a classic adaptive mutex.
+    AllSpinRawMutex,
+    AllSpin
+);
+
+/// A mutex over [`NoSpinRawMutex`].
+pub type NoSpinMutex<T> = lock_api::Mutex<NoSpinRawMutex, T>;
+/// A mutex over [`AllSpinRawMutex`].
+pub type AllSpinMutex<T> = lock_api::Mutex<AllSpinRawMutex, T>;

@@ -1,0 +1,100 @@
+//! Per-architecture spin-wait hint, tick counter and timed spinning.
+//!
+//! Each architecture module provides the same three things:
+//!
+//! * `spin_hint()`: the CPU's "I am busy-waiting" instruction;
+//! * `ticks()`: a cheap, monotonic, constant-rate counter;
+//! * `ticks_per_us()`: that counter's rate, so that a budget given in
+//!   nanoseconds can be turned into ticks.
+//!
+//! Spin budgets are expressed in time, never in iterations: the cost of one
+//! `PAUSE` ranges from ~10 to ~140 cycles across x86_64 cores and the cost of
+//! aarch64's `ISB` varies as much, so an iteration count means a different
+//! time on every machine.
+
+#[cfg(all(target_arch = "aarch64", not(miri)))]
+mod aarch64;
+#[cfg(all(target_arch = "aarch64", not(miri)))]
+pub(crate) use aarch64::{spin_hint, ticks, ticks_per_us};
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+mod x86_64;
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub(crate) use x86_64::{spin_hint, ticks, ticks_per_us};
+
+#[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+mod portable;
+#[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
+
+/// How long the one spinning waiter busy-waits for the lock before it yields
+/// once and then sleeps, in nanoseconds.
+///
+/// A futex sleep and wake costs the sleeper several microseconds before it
+/// runs again (two system calls and a trip through the scheduler), so
+/// spinning only pays while the expected wait is shorter than that. The value
+/// was chosen with the `mutex` benchmark (`cargo bench --bench mutex`): see
+/// the "Spin budget" section of `benches/results/x86_64.md` for the sweep.
+pub(crate) const SPIN_NS: u64 = 2_000;
+
+/// Returns the tick count at which a spin of `ns` nanoseconds that starts now
+/// is over.
+#[inline]
+pub(crate) fn deadline_after_ns(ns: u64) -> u64 {
+    ticks().wrapping_add(ns.saturating_mul(ticks_per_us()) / 1_000)
+}
+
+/// Busy-waits for about `ns` nanoseconds.
+#[cfg(test)]
+pub(crate) fn spin_for_ns(ns: u64) {
+    let deadline = deadline_after_ns(ns);
+    while ticks() < deadline {
+        spin_hint();
+    }
+}
+
+/// Measures the rate of a counter whose frequency the hardware does not
+/// report, against the OS monotonic clock, over about 200 µs. Runs once per
+/// process, the first time a thread has to wait for a lock.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[cold]
+fn calibrate(ticks: fn() -> u64) -> u64 {
+    use std::time::{Duration, Instant};
+    let t0 = Instant::now();
+    let c0 = ticks();
+    let mut elapsed;
+    loop {
+        spin_hint();
+        elapsed = t0.elapsed();
+        if elapsed >= Duration::from_micros(200) {
+            break;
+        }
+    }
+    let c1 = ticks();
+    let ns = elapsed.as_nanos().max(1) as u64;
+    (c1.wrapping_sub(c0).saturating_mul(1_000) / ns).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_monotonic_and_rate_is_sane() {
+        let a = ticks();
+        let b = ticks();
+        assert!(b >= a);
+        let rate = ticks_per_us();
+        // From a 1 MHz counter to a 10 GHz one.
+        assert!((1..=10_000).contains(&rate), "ticks per µs = {rate}");
+    }
+
+    #[test]
+    fn spin_for_ns_spins_at_least_that_long() {
+        let t0 = std::time::Instant::now();
+        spin_for_ns(200_000);
+        // Lower bound only: a busy machine may stretch it, never shorten it
+        // by more than the calibration error.
+        assert!(t0.elapsed() >= std::time::Duration::from_micros(150));
+    }
+}

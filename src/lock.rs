@@ -1,0 +1,330 @@
+//! The spin-bit lock algorithm, generic over [`Platform`].
+//!
+//! See the crate documentation for the state table and the argument that no
+//! wakeup is lost; the comments here point at the step of that argument each
+//! operation implements.
+
+use core::ptr;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::platform::{Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+
+/// The mutex is held.
+pub(crate) const LOCKED: usize = 1;
+/// One waiter has the right to spin; other waiters must sleep.
+pub(crate) const SPINNING: usize = 2;
+/// One unlocker owns the waiter stack: only it may remove nodes.
+pub(crate) const STACK_LOCKED: usize = 4;
+/// The tag bits; the rest of the word is the address of the top node.
+pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED;
+
+/// A sleeping waiter. It lives on its thread's stack for one `lock` call and
+/// is linked into the stack only while that thread sleeps.
+///
+/// The alignment leaves the three low address bits free for the flags.
+#[repr(C, align(8))]
+pub(crate) struct Node<P: Platform> {
+    /// The next older waiter (towards the tail), or null at the tail.
+    next: P::Cell<*mut Node<P>>,
+    /// The next younger waiter. Valid from the node that caches the tail
+    /// down to the tail, once a stack-lock holder has walked that far.
+    prev: P::Cell<*mut Node<P>>,
+    /// If non-null, the tail (oldest waiter) of the stack this node heads or
+    /// headed. The walk in [`find_tail`] stops at the first such node.
+    tail: P::Cell<*mut Node<P>>,
+    /// How many wakes have passed this node over while it was the tail.
+    passes: P::Cell<u32>,
+    parker: P::Parker,
+}
+
+impl<P: Platform> Node<P> {
+    fn new() -> Self {
+        Node {
+            next: NodeCell::new(ptr::null_mut()),
+            prev: NodeCell::new(ptr::null_mut()),
+            tail: NodeCell::new(ptr::null_mut()),
+            passes: NodeCell::new(0),
+            parker: Parker::new(),
+        }
+    }
+}
+
+/// The top node of a state word (its address without the flag bits).
+#[inline(always)]
+fn head<P: Platform>(state: *mut Node<P>) -> *mut Node<P> {
+    state.map_addr(|a| a & !FLAGS)
+}
+
+#[inline(always)]
+fn flags<P: Platform>(state: *mut Node<P>) -> usize {
+    state.addr() & FLAGS
+}
+
+/// The word with the same head and the flags set to `f`.
+#[inline(always)]
+fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
+    state.map_addr(|a| (a & !FLAGS) | f)
+}
+
+/// The lock: one word.
+pub(crate) struct Lock<P: Platform> {
+    pub(crate) state: P::State,
+}
+
+impl<P: Platform> Lock<P> {
+    /// Takes the lock if it is free. One RMW, whatever the other bits hold:
+    /// a barging acquisition leaves waiters and spinner as they are.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        // Acquire: pairs with the Release of the unlock that cleared LOCKED,
+        // so the previous critical section happens before ours.
+        let old = self.state.fetch_or(LOCKED, Acquire);
+        old.addr() & LOCKED == 0
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) {
+        if !self.try_lock() {
+            self.lock_slow();
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.state.load(Relaxed).addr() & LOCKED != 0
+    }
+
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[inline]
+    pub(crate) unsafe fn unlock(&self) {
+        // Release: publishes the critical section to the next acquirer.
+        let old = self.state.fetch_sub(LOCKED, Release);
+        debug_assert!(old.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        // Wake only if someone sleeps, nobody spins (a spinner will take the
+        // lock), and nobody owns the stack (its owner is committed to a wake).
+        if !head(old).is_null() && old.addr() & (SPINNING | STACK_LOCKED) == 0 {
+            // SAFETY: forwarded from the caller: we just released the lock.
+            unsafe { self.unlock_slow() };
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) {
+        let node = Node::<P>::new();
+        // A shared borrow is enough: every field the stack-lock holder
+        // writes is a cell.
+        let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
+        // We own the SPINNING bit.
+        let mut spinner = false;
+        // One spin episode per arrival and per wake.
+        let mut may_spin = P::SPIN != SpinPolicy::Never;
+        // We were just woken from the tail: spin even beside a spinner, so
+        // the oldest waiter is not beaten by the spinner every time.
+        let mut from_tail = false;
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if s.addr() & LOCKED == 0 {
+                let f = flags(s) | LOCKED;
+                let new = with_flags(s, if spinner { f & !SPINNING } else { f });
+                // Acquire: as in `try_lock`.
+                match self.state.compare_exchange(s, new, Acquire, Relaxed) {
+                    Ok(_) => return,
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
+            }
+            if may_spin {
+                if P::SPIN == SpinPolicy::One && !spinner && s.addr() & SPINNING == 0 {
+                    // Relaxed: the bit is a permission, it guards no data.
+                    match self.state.compare_exchange(s, s.map_addr(|a| a | SPINNING), Relaxed, Relaxed) {
+                        Ok(_) => spinner = true,
+                        Err(now) => {
+                            s = now;
+                            continue;
+                        }
+                    }
+                }
+                if spinner || from_tail || P::SPIN == SpinPolicy::All {
+                    may_spin = false;
+                    P::record(Event::Spun);
+                    s = self.spin();
+                    continue;
+                }
+            }
+            // Sleep: link to the current top and publish ourselves as the new
+            // top in one CAS that also retires our SPINNING bit, and that
+            // succeeds only if LOCKED is still set (s has it): the holder's
+            // unlock is then bound to see us.
+            // SAFETY: the node is not published (first round, a failed CAS,
+            // or popped by the unlocker that woke us, which is done with it).
+            unsafe {
+                node.next.set(head(s));
+                node.prev.set(ptr::null_mut());
+                node.tail.set(ptr::null_mut());
+                node.passes.set(0);
+            }
+            node.parker.prepare();
+            let mut f = flags(s);
+            if spinner && P::FAULT != Fault::KeepSpinningOnPush {
+                f &= !SPINNING;
+            }
+            // Release: publishes the node's fields to the stack-lock holder
+            // that will pop it.
+            match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
+                Ok(_) => {
+                    spinner = false;
+                    P::record(Event::Parked);
+                    node.parker.park();
+                    // SAFETY: we were popped; the waker's writes happened
+                    // before its wake store, which `park` acquired.
+                    from_tail = unsafe { node.next.get() }.is_null();
+                    may_spin = P::SPIN != SpinPolicy::Never;
+                    s = self.state.load(Relaxed);
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// One spin episode: busy-wait until the lock looks free or the budget is
+    /// spent, then yield the CPU once. Returns a fresh look at the word.
+    fn spin(&self) -> *mut Node<P> {
+        let deadline = P::spin_deadline();
+        loop {
+            P::spin_hint();
+            let s = self.state.load(Relaxed);
+            if s.addr() & LOCKED == 0 {
+                return s;
+            }
+            if P::now() >= deadline {
+                break;
+            }
+        }
+        P::yield_now();
+        self.state.load(Relaxed)
+    }
+
+    /// # Safety
+    /// Called by the unlocker right after it cleared LOCKED.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_slow(&self) {
+        let mut s = self.state.load(Relaxed);
+        loop {
+            // Leave when nobody sleeps, when the stack has an owner (it is
+            // committed to a wake), when the lock was re-taken (its holder's
+            // unlock will decide) or when a spinner exists (it takes the lock,
+            // or retires onto the stack while the lock is held).
+            if head(s).is_null() || s.addr() & (LOCKED | SPINNING | STACK_LOCKED) != 0 {
+                return;
+            }
+            if P::FAULT == Fault::SkipWake {
+                return;
+            }
+            // Acquire: pairs with the Release of the pushes and of the
+            // previous stack owner, so the nodes' fields are visible.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if P::FAULT == Fault::AbandonWakeWhenLocked {
+            // Broken on purpose: a stale look, and a release that does not
+            // re-check the word.
+            if self.state.load(Relaxed).addr() & LOCKED != 0 {
+                self.state.fetch_and(!STACK_LOCKED, Release);
+                return;
+            }
+        }
+        // We own the stack and have committed to waking one waiter. Its wake
+        // is what keeps the rest of the stack from being forgotten: the woken
+        // thread takes the lock (and its unlock looks at the stack) or sleeps
+        // again while the lock is held.
+        // SAFETY: we hold STACK_LOCKED and the stack is not empty.
+        let woken = unsafe { self.pop(s.map_addr(|a| a | STACK_LOCKED)) };
+        // SAFETY: `woken` is unlinked and its thread is blocked (or about to
+        // block) in `park` until this call's store; we touch it no more.
+        unsafe { P::Parker::unpark(&raw const (*woken).parker) };
+    }
+
+    /// Unlinks one waiter and releases STACK_LOCKED. Returns the waiter.
+    ///
+    /// # Safety
+    /// The caller holds STACK_LOCKED, `s` is a recent value of the word, and
+    /// the stack is not empty.
+    unsafe fn pop(&self, mut s: *mut Node<P>) -> *mut Node<P> {
+        loop {
+            let top = head(s);
+            // SAFETY: we hold STACK_LOCKED: nodes stay linked (their threads
+            // stay blocked) until we unlink them, and we alone write links.
+            unsafe {
+                let tail = find_tail(top);
+                let released = flags(s) & !STACK_LOCKED;
+                if tail == top {
+                    // The only waiter: the stack becomes empty, unless a new
+                    // node was pushed meanwhile (then retry with it on top).
+                    let empty = ptr::without_provenance_mut(released);
+                    match self.state.compare_exchange(s, empty, Release, Relaxed) {
+                        Ok(_) => return top,
+                        Err(now) => s = now,
+                    }
+                } else if (*tail).passes.get() >= P::MAX_PASSES {
+                    // Wake the oldest. The top does not change, so the word
+                    // only loses STACK_LOCKED; new pushes cannot interfere.
+                    let newer = (*tail).prev.get();
+                    (*newer).next.set(ptr::null_mut());
+                    (*top).tail.set(newer);
+                    // Release: our link edits, for the next stack owner.
+                    self.state.fetch_and(!STACK_LOCKED, Release);
+                    return tail;
+                } else {
+                    // Wake the newest; the tail has been passed over once more.
+                    let next = (*top).next.get();
+                    (*next).tail.set(tail);
+                    (*tail).passes.set((*tail).passes.get() + 1);
+                    match self.state.compare_exchange(s, with_flags(next, released), Release, Relaxed) {
+                        Ok(_) => return top,
+                        Err(now) => {
+                            // New nodes on top: pop the new top instead.
+                            (*tail).passes.set((*tail).passes.get() - 1);
+                            s = now;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Finds the tail (oldest node) below `top`, setting `prev` links on the way
+/// down, and caches it in `top`. Amortised O(1): the walk stops at the first
+/// node that already caches the tail, i.e. it only visits nodes pushed since
+/// the last walk.
+///
+/// # Safety
+/// The caller holds STACK_LOCKED and `top` is the non-null top of the stack.
+unsafe fn find_tail<P: Platform>(top: *mut Node<P>) -> *mut Node<P> {
+    let mut cur = top;
+    // SAFETY: every node reachable from the top is linked and live while we
+    // hold STACK_LOCKED; only we write the link fields.
+    unsafe {
+        let tail = loop {
+            let t = (*cur).tail.get();
+            if !t.is_null() {
+                break t;
+            }
+            let next = (*cur).next.get();
+            if next.is_null() {
+                break cur;
+            }
+            (*next).prev.set(cur);
+            cur = next;
+        };
+        (*top).tail.set(tail);
+        tail
+    }
+}

@@ -1,0 +1,145 @@
+//! The platform layer the lock algorithm is generic over.
+//!
+//! [`crate::lock::Lock`] is written once against the traits here. The crate's
+//! [`crate::RawMutex`] instantiates it with [`native::Native`]: std atomics,
+//! the `arch` spin hint and tick counter, and a futex (Linux) or thread-park
+//! parker. The test suite instantiates the *same* code with a loom platform
+//! (`platform::loom`), so the model checker explores the real algorithm, not
+//! a copy of it. Every method of the native implementation is
+//! `#[inline(always)]` and the policy switches are associated constants, so
+//! the indirection costs nothing in the compiled fast paths.
+
+use core::sync::atomic::Ordering;
+
+pub(crate) mod native;
+
+#[cfg(target_os = "linux")]
+pub(crate) mod futex;
+#[cfg(any(test, not(target_os = "linux")))]
+pub(crate) mod park;
+
+#[cfg(test)]
+pub(crate) mod loom;
+
+/// Which waiters may busy-wait before they sleep.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum SpinPolicy {
+    /// The spin bit: at most one waiter (plus a waiter just woken from the
+    /// tail of the stack) spins; every other waiter sleeps at once.
+    One,
+    /// Ablation: nobody spins.
+    Never,
+    /// Ablation: every waiter spins, as in a classic adaptive mutex.
+    All,
+}
+
+/// Deliberate protocol bugs, compiled into the model-checking platforms only,
+/// so that tests can show the model checker catches each of them. The native
+/// platform's value is `None`, a constant, so every check folds away.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Fault {
+    None,
+    /// A spinner that retires onto the stack keeps the SPINNING bit set.
+    KeepSpinningOnPush,
+    /// The unlock slow path never wakes anybody.
+    SkipWake,
+    /// The stack-lock holder drops its wake when a stale look at the word
+    /// shows the lock re-taken, although an unlocker that found the stack
+    /// locked has already left it the decision.
+    AbandonWakeWhenLocked,
+    /// The futex wait blocks without comparing the word first.
+    WaitWithoutCompare,
+}
+
+/// The lock's state word: an atomic tagged pointer to the top waiter node.
+///
+/// Only word-sized read-modify-writes: no partial-word access ever touches
+/// the state.
+pub(crate) trait StateWord<N> {
+    fn load(&self, order: Ordering) -> *mut N;
+    fn compare_exchange(
+        &self,
+        current: *mut N,
+        new: *mut N,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut N, *mut N>;
+    fn fetch_or(&self, bits: usize, order: Ordering) -> *mut N;
+    fn fetch_and(&self, bits: usize, order: Ordering) -> *mut N;
+    /// Subtracts `bits` from the address; used to clear LOCKED, which the
+    /// caller knows is set (a single `lock xadd` on x86_64, where a
+    /// `fetch_and` whose result is used becomes a CAS loop).
+    fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N;
+}
+
+/// A field of a waiter node. Written by the waiter before it publishes the
+/// node and by the holder of STACK_LOCKED afterwards; those two never overlap
+/// (the publication and the stack lock order them), which the loom
+/// implementation checks on every access.
+pub(crate) trait NodeCell<T: Copy> {
+    fn new(value: T) -> Self;
+    /// # Safety
+    /// No write to this cell may race with the read.
+    unsafe fn get(&self) -> T;
+    /// # Safety
+    /// No other access to this cell may race with the write.
+    unsafe fn set(&self, value: T);
+}
+
+/// The per-node sleeping mechanism: one wait word per waiter.
+pub(crate) trait Parker {
+    fn new() -> Self;
+    /// Arms the parker. Called by its own thread before the node is
+    /// published; the push's Release makes the armed state visible to the
+    /// thread that will unpark it.
+    fn prepare(&self);
+    /// Blocks until [`Parker::unpark`] has been called for this arming.
+    /// Returns with Acquire ordering on the unparker's store, so everything
+    /// the unparker did before is visible. Spurious OS returns are absorbed.
+    fn park(&self);
+    /// Wakes the thread parked (or about to park) on `this`.
+    ///
+    /// # Safety
+    /// `this` must point to an armed parker whose thread has not returned
+    /// from `park`. The pointee may be deallocated as soon as this function
+    /// makes its wake store, so implementations must not touch it after that
+    /// store.
+    unsafe fn unpark(this: *const Self);
+}
+
+/// Everything the algorithm needs from the machine.
+pub(crate) trait Platform: Sized + 'static {
+    type State: StateWord<crate::lock::Node<Self>>;
+    type Cell<T: Copy>: NodeCell<T>;
+    type Parker: Parker;
+
+    /// Which waiters spin.
+    const SPIN: SpinPolicy = SpinPolicy::One;
+    /// The oldest sleeping waiter is passed over by at most this many wakes:
+    /// once the tail has been passed over `MAX_PASSES` times, the next wake
+    /// is its own. 0 means every wake takes the oldest waiter (FIFO).
+    const MAX_PASSES: u32;
+    /// A deliberately broken protocol, for negative-control tests.
+    const FAULT: Fault = Fault::None;
+
+    fn spin_hint();
+    fn yield_now();
+    /// The current tick count.
+    fn now() -> u64;
+    /// The tick count at which a spin that starts now must stop.
+    fn spin_deadline() -> u64;
+    /// Test instrumentation: counts slow-path events per thread.
+    #[inline(always)]
+    fn record(_event: Event) {}
+}
+
+/// Slow-path events, counted per thread in test builds.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Event {
+    /// A waiter pushed itself onto the stack and slept.
+    Parked,
+    /// A waiter ran one spin episode.
+    Spun,
+}

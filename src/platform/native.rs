@@ -1,0 +1,126 @@
+//! The production platform: std atomics, `crate::arch`, and the OS parker.
+
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use super::{NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use crate::arch;
+
+#[cfg(target_os = "linux")]
+pub(crate) type OsParker = super::futex::FutexParker;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type OsParker = super::park::ThreadParker;
+
+/// std atomics, the architecture's tick counter, the OS parker: the platform
+/// of [`crate::RawMutex`].
+pub(crate) type Native = NativeWith<OsParker, SPIN_ONE, 0>;
+
+/// Ablation: the spin bit's algorithm with spinning switched off.
+#[cfg(any(test, feature = "bench-ablations"))]
+pub(crate) type NoSpin = NativeWith<OsParker, SPIN_NEVER, 0>;
+/// Ablation: every waiter spins before it sleeps (no spin bit).
+#[cfg(any(test, feature = "bench-ablations"))]
+pub(crate) type AllSpin = NativeWith<OsParker, SPIN_ALL, 0>;
+/// The portable thread-park parker, so that it is tested on Linux too.
+#[cfg(test)]
+pub(crate) type ThreadPark = NativeWith<super::park::ThreadParker, SPIN_ONE, 0>;
+/// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
+/// under real threads.
+#[cfg(test)]
+pub(crate) type MixedWake = NativeWith<OsParker, SPIN_ONE, 2>;
+
+pub(crate) const SPIN_ONE: u8 = 0;
+#[cfg(any(test, feature = "bench-ablations"))]
+pub(crate) const SPIN_NEVER: u8 = 1;
+#[cfg(any(test, feature = "bench-ablations"))]
+pub(crate) const SPIN_ALL: u8 = 2;
+
+/// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
+/// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
+pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
+
+impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
+    for NativeWith<K, SPIN, MAX_PASSES>
+{
+    type State = AtomicPtr<crate::lock::Node<Self>>;
+    type Cell<T: Copy> = PlainCell<T>;
+    type Parker = K;
+    const SPIN: SpinPolicy = match SPIN {
+        0 => SpinPolicy::One,
+        1 => SpinPolicy::Never,
+        _ => SpinPolicy::All,
+    };
+    const MAX_PASSES: u32 = MAX_PASSES;
+
+    #[inline(always)]
+    fn spin_hint() {
+        arch::spin_hint();
+    }
+    #[inline(always)]
+    fn yield_now() {
+        std::thread::yield_now();
+    }
+    #[inline(always)]
+    fn now() -> u64 {
+        arch::ticks()
+    }
+    #[inline(always)]
+    fn spin_deadline() -> u64 {
+        arch::deadline_after_ns(arch::SPIN_NS)
+    }
+    #[cfg(test)]
+    #[inline(always)]
+    fn record(event: super::Event) {
+        crate::tests::record(event);
+    }
+}
+
+impl<N> StateWord<N> for AtomicPtr<N> {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> *mut N {
+        AtomicPtr::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: *mut N,
+        new: *mut N,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut N, *mut N> {
+        AtomicPtr::compare_exchange(self, current, new, success, failure)
+    }
+    #[inline(always)]
+    fn fetch_or(&self, bits: usize, order: Ordering) -> *mut N {
+        AtomicPtr::fetch_or(self, bits, order)
+    }
+    #[inline(always)]
+    fn fetch_and(&self, bits: usize, order: Ordering) -> *mut N {
+        AtomicPtr::fetch_and(self, bits, order)
+    }
+    #[inline(always)]
+    fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N {
+        AtomicPtr::fetch_byte_sub(self, bits, order)
+    }
+}
+
+/// A plain `UnsafeCell`: the protocol, not the type, orders its accesses.
+pub(crate) struct PlainCell<T>(UnsafeCell<T>);
+
+impl<T: Copy> NodeCell<T> for PlainCell<T> {
+    #[inline(always)]
+    fn new(value: T) -> Self {
+        PlainCell(UnsafeCell::new(value))
+    }
+    #[inline(always)]
+    unsafe fn get(&self) -> T {
+        // SAFETY: the caller guarantees no racing write.
+        unsafe { *self.0.get() }
+    }
+    #[inline(always)]
+    unsafe fn set(&self, value: T) {
+        // SAFETY: the caller guarantees no racing access.
+        unsafe { *self.0.get() = value }
+    }
+}

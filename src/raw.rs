@@ -1,0 +1,94 @@
+//! The public raw mutex types.
+
+use crate::platform::native::Native;
+
+/// Defines a raw mutex type over `Lock<$platform>` and its `lock_api` impl.
+macro_rules! raw_mutex {
+    ($(#[$m:meta])* $name:ident, $platform:ty) => {
+        $(#[$m])*
+        pub struct $name {
+            lock: $crate::lock::Lock<$platform>,
+        }
+
+        const _: () = assert!(size_of::<$name>() == size_of::<usize>());
+        const _: () = {
+            const fn send_sync<T: Send + Sync>() {}
+            send_sync::<$name>();
+        };
+
+        impl $name {
+            /// A new, unlocked mutex (the same as [`lock_api::RawMutex::INIT`]).
+            pub const fn new() -> Self {
+                $name {
+                    lock: $crate::lock::Lock {
+                        state: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+                    },
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($name)).field("locked", &self.lock.is_locked()).finish()
+            }
+        }
+
+        // SAFETY: `lock` returns only once this context holds LOCKED,
+        // `try_lock` only on success, and LOCKED is held by one context at a
+        // time (set by an RMW that saw it clear, cleared only by `unlock`).
+        // The Acquire/Release pairs on the state word order the critical
+        // sections.
+        unsafe impl lock_api::RawMutex for $name {
+            #[allow(clippy::declare_interior_mutable_const)]
+            const INIT: Self = Self::new();
+
+            type Guard = lock_api::GuardSend;
+
+            #[inline]
+            fn lock(&self) -> Self::Guard {
+                self.lock.lock();
+                lock_api::GuardSend::new()
+            }
+
+            #[inline]
+            fn try_lock(&self) -> Option<Self::Guard> {
+                self.lock.try_lock().then(lock_api::GuardSend::new)
+            }
+
+            /// Unlocks the mutex.
+            ///
+            /// # Safety
+            ///
+            /// The mutex must be locked, by the context that passes its guard
+            /// state. Unlocking a mutex that is not locked is undefined
+            /// behaviour (debug builds panic).
+            #[inline]
+            unsafe fn unlock(&self, _guard: Self::Guard) {
+                // SAFETY: forwarded from the caller.
+                unsafe { self.lock.unlock() }
+            }
+
+            #[inline]
+            fn is_locked(&self) -> bool {
+                self.lock.is_locked()
+            }
+        }
+    };
+}
+#[cfg(feature = "bench-ablations")]
+pub(crate) use raw_mutex;
+
+raw_mutex!(
+    /// The raw spin-bit mutex: one machine word. Use it through
+    /// [`crate::Mutex`].
+    ///
+    /// Its guard is `Send`: any thread may unlock it.
+    RawMutex,
+    Native
+);
