@@ -1,1 +1,1414 @@
-fn main() {}
+//! spinbit's benchmark suite: every lock, every cell of the matrix, in one run.
+//!
+//! Run it with
+//!
+//! ```text
+//! SPINBIT_BENCH_PROFILE=quick cargo bench --bench mutex --features bench-ablations
+//! cargo bench --bench mutex --features bench-ablations              # full profile
+//! ```
+//!
+//! and turn the companion metrics into `benches/results/<arch>.md` plus SVG
+//! charts with `cargo run --release --example bench_report`.
+//!
+//! # Locks
+//!
+//! spinbit, `parking_lot` 0.13, `parking_lot` 0.12, `std::sync::Mutex`, glibc
+//! `pthread_mutex_t` (default and `PTHREAD_MUTEX_ADAPTIVE_NP`, Linux/glibc
+//! only) and, with the `bench-ablations` feature, spinbit with spinning
+//! switched off (`spinbit-nospin`) and with every waiter spinning
+//! (`spinbit-allspin`). They all implement [`BenchMutex`]; a [`Family`] names
+//! one lock for any protected type, so one generic harness drives all of them.
+//!
+//! # Workloads
+//!
+//! * `uncontended`: lock+unlock on one thread (criterion's plain `iter`).
+//! * `contended/t{T}/cs{C}/think{K}`: `T` threads loop `lock`, critical
+//!   section, `unlock`, think. The critical section is `C` ns worth of
+//!   dependent xor-shift-multiply steps on the guarded `u64` (plus one increment,
+//!   so `cs0` still writes the guarded line); think is the same arithmetic on
+//!   a thread-local value, ~10x the critical section (for `cs0`, ~100 ns, as
+//!   if the bare lock operation were 10 ns, so the second think level is not
+//!   a copy of the first). The number of arithmetic steps per nanosecond is
+//!   calibrated once at start-up (best of several timed runs of a long loop)
+//!   and recorded with every result (`unit_ns`, `cs_units`, `think_units`).
+//! * `handoff/cs{C}`: two threads hand the lock back and forth, the shape of
+//!   Go's `BenchmarkMutexHandoff`. A turn word on its own cache line says
+//!   whose turn it is; the thread whose turn it is locks, passes the turn to
+//!   the other thread *while still holding the lock*, runs the critical
+//!   section and unlocks. So the other thread arrives at `lock` while the lock
+//!   is held and waits out `C` ns: with `C` = 0 it barely waits, with ~1 µs a
+//!   spinner catches the release, with ~10 µs a spinner has given up and
+//!   sleeps. One operation is one handoff.
+//! * `queue/t{T}`: a `VecDeque<u64>` under the mutex, the shape of Go's
+//!   `BenchmarkChanContended`: each thread pushes 100 items then pops 100,
+//!   one lock acquisition per item. Since a thread only pops after its own
+//!   pushes, the queue is never empty when it pops and nobody blocks on
+//!   anything but the lock. One operation is one push or one pop.
+//!
+//! Each lock sits in its own allocation, aligned to a cache line, and the
+//! protected data is wrapped in `CachePadded` so the lock word and the data
+//! are on different cache lines, and nothing else shares either.
+//!
+//! # Fixed-duration windows
+//!
+//! Every multi-thread measurement is a *window*: spawn the threads, let each
+//! announce it is ready, take `getrusage` and the time, raise a `go` flag,
+//! sleep for the window, raise a `stop` flag (its own cache line), join the
+//! threads, take the time and `getrusage` again. Each thread counts its own
+//! operations, including the ones it completes after `stop` while draining,
+//! which is also inside the timed interval. No thread is left with a tail of
+//! a fixed quota to finish alone, which would otherwise measure one thread
+//! running uncontended.
+//!
+//! # Companion metrics (the JSON lines)
+//!
+//! For every cell, before criterion measures it, the harness runs `reps`
+//! windows per lock, interleaving the locks and rotating their order every
+//! repetition (rep `r` starts with lock `r mod n`), and keeps for each lock
+//! the median of every metric, each taken separately:
+//!
+//! * throughput: operations / window seconds, all threads together;
+//! * CPU per operation: user+sys CPU of the whole process (`getrusage
+//!   RUSAGE_SELF` delta) / operations; the coordinator thread sleeps through
+//!   the window, so this is the worker threads' CPU;
+//! * fairness: min / max of the per-thread operation counts (1 = even);
+//! * acquire latency p50 / p99 / p99.9 / max, in ns: the time spent in the
+//!   `lock()` call, read with the CPU's counter (x86_64 `RDTSC`, aarch64
+//!   `CNTVCT_EL0`, elsewhere `Instant`), converted to ns with a factor
+//!   calibrated at start-up against `Instant`. Reading the counter costs
+//!   ~10-25 ns, as much as an uncontended lock, so in cells with a critical
+//!   section below 1 µs only every 8th acquisition is timed (`lat_every`);
+//!   from 1 µs up every acquisition is. The counter is not serialising: an
+//!   acquisition's time is exact to a few ns, plenty for percentiles of
+//!   waits. Per-thread `hdrhistogram`s (2 significant digits) are merged;
+//! * context switches per operation: `ru_nvcsw + ru_nivcsw` delta /
+//!   operations.
+//!
+//! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
+//! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
+//! with `"bench":"meta"` (profile, command, calibration, machine), then one
+//! object per cell per lock. A run with a filter writes only the matching
+//! cells (the companion pass applies the filter as a plain substring of
+//! `group/lock`, or exactly with `--exact`). `cargo test --benches`,
+//! `--list` and `--profile-time` runs skip the companion pass and leave the
+//! file alone.
+//!
+//! # How a window fits criterion
+//!
+//! Criterion asks for `N` iterations and wants the time they took. Each
+//! criterion call runs one window of `N x` (the lock's time per operation in
+//! this cell, known from the companion pass), at least 1 ms, and returns the
+//! window's elapsed time scaled to `N` operations: `elapsed * N / ops`. So
+//! every sample criterion sees is a real fixed-duration window of about the
+//! length it asked for, and its per-iteration time is the window's time per
+//! operation: throughput is the reciprocal. Groups use flat sampling (every
+//! sample the same length) and `Throughput::Elements(1)`, so criterion prints
+//! operations per second.
+//!
+//! # Profiles and the time budget
+//!
+//! `SPINBIT_BENCH_PROFILE=quick`: threads {1,2,8,32} x cs {0, 1 µs} x think
+//! {0}, `handoff/cs1000`, `queue/t8`, `uncontended`: 11 cells; 3 reps of
+//! 80 ms windows, criterion 10 samples, 30 ms warm-up, 150 ms measurement.
+//! With 8 locks, about (3 x 0.08 + 0.03 + 0.15 + ~0.05 overhead) s x 88 =
+//! ~40 s.
+//!
+//! Full (the default): threads {1,2,4,8,16,32,64} x cs {0, 100 ns, 1 µs,
+//! 10 µs} x think {0, ~10x cs} = 56 cells, plus `uncontended`,
+//! `handoff/cs{0,1000,10000}` and `queue/t{2,8,32}`: 63 cells; 5 reps of
+//! 400 ms windows, criterion 10 samples, 100 ms warm-up, 600 ms measurement.
+//! With 8 locks: 63 x 8 x (5 x 0.4 + 0.1 + 0.6 + ~0.1 overhead) s = ~1400 s,
+//! about 25 minutes, on any number of cores (the windows are fixed-duration).
+//! The harness prints its own estimate when it starts.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::hint::black_box;
+use std::io::Write as _;
+use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use criterion::{Criterion, SamplingMode, Throughput};
+use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
+
+// ---------------------------------------------------------------------------
+// The locks
+// ---------------------------------------------------------------------------
+
+/// A mutex protecting a `T`, as the harness uses it.
+trait BenchMutex<T>: Send + Sync {
+    /// The guard; the lock is released when it is dropped.
+    type Guard<'a>: DerefMut<Target = T>
+    where
+        Self: 'a;
+    fn new(value: T) -> Self;
+    fn lock(&self) -> Self::Guard<'_>;
+}
+
+/// One kind of lock, for any protected type.
+trait Family: 'static {
+    type M<T: Send + 'static>: BenchMutex<T>;
+}
+
+impl<R, T> BenchMutex<T> for lock_api::Mutex<R, T>
+where
+    R: lock_api::RawMutex + Send + Sync,
+    T: Send,
+{
+    type Guard<'a>
+        = lock_api::MutexGuard<'a, R, T>
+    where
+        Self: 'a;
+    fn new(value: T) -> Self {
+        lock_api::Mutex::new(value)
+    }
+    #[inline]
+    fn lock(&self) -> Self::Guard<'_> {
+        lock_api::Mutex::lock(self)
+    }
+}
+
+impl<T: Send> BenchMutex<T> for parking_lot_012::Mutex<T> {
+    type Guard<'a>
+        = parking_lot_012::MutexGuard<'a, T>
+    where
+        Self: 'a;
+    fn new(value: T) -> Self {
+        parking_lot_012::Mutex::new(value)
+    }
+    #[inline]
+    fn lock(&self) -> Self::Guard<'_> {
+        parking_lot_012::Mutex::lock(self)
+    }
+}
+
+impl<T: Send> BenchMutex<T> for std::sync::Mutex<T> {
+    type Guard<'a>
+        = std::sync::MutexGuard<'a, T>
+    where
+        Self: 'a;
+    fn new(value: T) -> Self {
+        std::sync::Mutex::new(value)
+    }
+    #[inline]
+    fn lock(&self) -> Self::Guard<'_> {
+        // No worker panics while holding a lock, so it is never poisoned.
+        std::sync::Mutex::lock(self).unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// glibc's `pthread_mutex_t`, the default kind or `PTHREAD_MUTEX_ADAPTIVE_NP`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod pthread {
+    use super::{BenchMutex, CachePadded, Deref, DerefMut, UnsafeCell};
+
+    pub struct PthreadMutex<T, const ADAPTIVE: bool> {
+        /// Boxed: a pthread mutex must not move once initialised. Padded so
+        /// that it has its cache line to itself.
+        raw: Box<CachePadded<UnsafeCell<libc::pthread_mutex_t>>>,
+        data: UnsafeCell<T>,
+    }
+
+    // SAFETY: the mutex owns its `T`, so sending it sends a `T`; the boxed
+    // `pthread_mutex_t` is not tied to the thread that created it.
+    unsafe impl<T: Send, const A: bool> Send for PthreadMutex<T, A> {}
+    // SAFETY: `data` is only reached through a guard, which exists only while
+    // `pthread_mutex_lock` has returned and `pthread_mutex_unlock` not yet
+    // been called, so at most one thread at a time has access to it; the
+    // pthread functions order the accesses.
+    unsafe impl<T: Send, const A: bool> Sync for PthreadMutex<T, A> {}
+
+    pub struct PthreadGuard<'a, T, const A: bool> {
+        mutex: &'a PthreadMutex<T, A>,
+    }
+
+    impl<T: Send, const ADAPTIVE: bool> BenchMutex<T> for PthreadMutex<T, ADAPTIVE> {
+        type Guard<'a>
+            = PthreadGuard<'a, T, ADAPTIVE>
+        where
+            Self: 'a;
+
+        fn new(value: T) -> Self {
+            let raw = Box::new(CachePadded::new(UnsafeCell::new(
+                libc::PTHREAD_MUTEX_INITIALIZER,
+            )));
+            let kind = if ADAPTIVE {
+                libc::PTHREAD_MUTEX_ADAPTIVE_NP
+            } else {
+                libc::PTHREAD_MUTEX_DEFAULT
+            };
+            let mut attr = std::mem::MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
+            // SAFETY: `attr` is initialised by `pthread_mutexattr_init` before
+            // any other use and destroyed after its only use. `raw` is in its
+            // final heap place, not yet used, and never moves afterwards.
+            unsafe {
+                assert_eq!(libc::pthread_mutexattr_init(attr.as_mut_ptr()), 0);
+                assert_eq!(libc::pthread_mutexattr_settype(attr.as_mut_ptr(), kind), 0);
+                assert_eq!(libc::pthread_mutex_init(raw.get(), attr.as_ptr()), 0);
+                libc::pthread_mutexattr_destroy(attr.as_mut_ptr());
+            }
+            PthreadMutex {
+                raw,
+                data: UnsafeCell::new(value),
+            }
+        }
+
+        #[inline]
+        fn lock(&self) -> Self::Guard<'_> {
+            // SAFETY: `raw` was initialised in `new` and is destroyed only in
+            // `drop`, which cannot run while `&self` is borrowed.
+            let r = unsafe { libc::pthread_mutex_lock(self.raw.get()) };
+            debug_assert_eq!(r, 0);
+            PthreadGuard { mutex: self }
+        }
+    }
+
+    impl<T, const A: bool> Deref for PthreadGuard<'_, T, A> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            // SAFETY: the guard proves this thread holds the mutex.
+            unsafe { &*self.mutex.data.get() }
+        }
+    }
+
+    impl<T, const A: bool> DerefMut for PthreadGuard<'_, T, A> {
+        fn deref_mut(&mut self) -> &mut T {
+            // SAFETY: the guard proves this thread holds the mutex, and
+            // `&mut self` makes this the only reference through the guard.
+            unsafe { &mut *self.mutex.data.get() }
+        }
+    }
+
+    impl<T, const A: bool> Drop for PthreadGuard<'_, T, A> {
+        #[inline]
+        fn drop(&mut self) {
+            // SAFETY: this thread locked the mutex when it made the guard
+            // and has not unlocked it since.
+            let r = unsafe { libc::pthread_mutex_unlock(self.mutex.raw.get()) };
+            debug_assert_eq!(r, 0);
+        }
+    }
+
+    impl<T, const A: bool> Drop for PthreadMutex<T, A> {
+        fn drop(&mut self) {
+            // SAFETY: `&mut self`: no guard is alive, so the mutex is
+            // unlocked, and nobody uses it after this.
+            unsafe { libc::pthread_mutex_destroy(self.raw.get()) };
+        }
+    }
+}
+
+struct SpinbitF;
+impl Family for SpinbitF {
+    type M<T: Send + 'static> = spinbit::Mutex<T>;
+}
+struct ParkingLot013F;
+impl Family for ParkingLot013F {
+    type M<T: Send + 'static> = parking_lot::Mutex<T>;
+}
+struct ParkingLot012F;
+impl Family for ParkingLot012F {
+    type M<T: Send + 'static> = parking_lot_012::Mutex<T>;
+}
+struct StdF;
+impl Family for StdF {
+    type M<T: Send + 'static> = std::sync::Mutex<T>;
+}
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+struct PthreadF;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+impl Family for PthreadF {
+    type M<T: Send + 'static> = pthread::PthreadMutex<T, false>;
+}
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+struct PthreadAdaptiveF;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+impl Family for PthreadAdaptiveF {
+    type M<T: Send + 'static> = pthread::PthreadMutex<T, true>;
+}
+#[cfg(feature = "bench-ablations")]
+struct NoSpinF;
+#[cfg(feature = "bench-ablations")]
+impl Family for NoSpinF {
+    type M<T: Send + 'static> = lock_api::Mutex<spinbit::ablation::NoSpinRawMutex, T>;
+}
+#[cfg(feature = "bench-ablations")]
+struct AllSpinF;
+#[cfg(feature = "bench-ablations")]
+impl Family for AllSpinF {
+    type M<T: Send + 'static> = lock_api::Mutex<spinbit::ablation::AllSpinRawMutex, T>;
+}
+
+/// Every lock of this build, in the order the first repetition runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockId {
+    Spinbit,
+    ParkingLot013,
+    ParkingLot012,
+    Std,
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    Pthread,
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    PthreadAdaptive,
+    #[cfg(feature = "bench-ablations")]
+    NoSpin,
+    #[cfg(feature = "bench-ablations")]
+    AllSpin,
+}
+
+const LOCKS: &[LockId] = &[
+    LockId::Spinbit,
+    LockId::ParkingLot013,
+    LockId::ParkingLot012,
+    LockId::Std,
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    LockId::Pthread,
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    LockId::PthreadAdaptive,
+    #[cfg(feature = "bench-ablations")]
+    LockId::NoSpin,
+    #[cfg(feature = "bench-ablations")]
+    LockId::AllSpin,
+];
+
+impl LockId {
+    fn name(self) -> &'static str {
+        match self {
+            LockId::Spinbit => "spinbit",
+            LockId::ParkingLot013 => "parking_lot-0.13",
+            LockId::ParkingLot012 => "parking_lot-0.12",
+            LockId::Std => "std",
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::Pthread => "pthread",
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::PthreadAdaptive => "pthread-adaptive",
+            #[cfg(feature = "bench-ablations")]
+            LockId::NoSpin => "spinbit-nospin",
+            #[cfg(feature = "bench-ablations")]
+            LockId::AllSpin => "spinbit-allspin",
+        }
+    }
+}
+
+/// Runs `$body` with the type `$F` naming the [`Family`] of lock `$id`.
+macro_rules! with_family {
+    ($id:expr, $F:ident => $body:expr) => {
+        match $id {
+            LockId::Spinbit => {
+                type $F = SpinbitF;
+                $body
+            }
+            LockId::ParkingLot013 => {
+                type $F = ParkingLot013F;
+                $body
+            }
+            LockId::ParkingLot012 => {
+                type $F = ParkingLot012F;
+                $body
+            }
+            LockId::Std => {
+                type $F = StdF;
+                $body
+            }
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::Pthread => {
+                type $F = PthreadF;
+                $body
+            }
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::PthreadAdaptive => {
+                type $F = PthreadAdaptiveF;
+                $body
+            }
+            #[cfg(feature = "bench-ablations")]
+            LockId::NoSpin => {
+                type $F = NoSpinF;
+                $body
+            }
+            #[cfg(feature = "bench-ablations")]
+            LockId::AllSpin => {
+                type $F = AllSpinF;
+                $body
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// Clocks, CPU accounting, calibration
+// ---------------------------------------------------------------------------
+
+/// The CPU's own counter: cheap enough to read around every `lock()`.
+#[inline(always)]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC is available on every x86_64 CPU and only reads the
+        // time-stamp counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let t: u64;
+        // SAFETY: Linux lets user space read CNTVCT_EL0 (the virtual count
+        // register); the instruction reads one register and touches no
+        // memory.
+        unsafe {
+            core::arch::asm!("mrs {t}, cntvct_el0", t = out(reg) t, options(nomem, nostack, preserves_flags));
+        }
+        t
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Process-wide CPU time and context switches, from `getrusage(RUSAGE_SELF)`.
+#[derive(Clone, Copy)]
+struct Usage {
+    cpu_ns: f64,
+    ctxsw: i64,
+}
+
+fn usage() -> Usage {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `ru` is a valid place for one `rusage`, which `getrusage`
+    // fills when it returns 0.
+    let ru = unsafe {
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()), 0);
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    Usage {
+        cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
+        ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
+    }
+}
+
+/// `steps` dependent xor-shift-multiply steps on `x`: the unit of simulated
+/// work. The shift makes a step non-linear, so the compiler cannot fold
+/// several steps into one (as it would fold a chain of multiply-adds).
+#[inline(always)]
+fn work(mut x: u64, steps: u32) -> u64 {
+    for _ in 0..black_box(steps) {
+        x = (x ^ (x >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    x
+}
+
+/// Start-up calibration, recorded in the output.
+#[derive(Clone, Copy)]
+struct Calibration {
+    /// Nanoseconds per step of [`work`].
+    unit_ns: f64,
+    /// Nanoseconds per tick of [`ticks`].
+    tick_ns: f64,
+}
+
+fn calibrate() -> Calibration {
+    // Steps: best of several ~10 ms runs (the least disturbed one).
+    let steps = 2_000_000u32;
+    let mut unit_ns = f64::INFINITY;
+    let mut x = 1u64;
+    for _ in 0..7 {
+        let t = Instant::now();
+        x = work(x, steps);
+        unit_ns = unit_ns.min(t.elapsed().as_nanos() as f64 / steps as f64);
+    }
+    black_box(x);
+    // Ticks: compare against `Instant` over 50 ms.
+    let (t0, k0) = (Instant::now(), ticks());
+    thread::sleep(Duration::from_millis(50));
+    let (k1, ns) = (ticks(), t0.elapsed().as_nanos() as f64);
+    let tick_ns = ns / (k1.wrapping_sub(k0).max(1)) as f64;
+    Calibration { unit_ns, tick_ns }
+}
+
+// ---------------------------------------------------------------------------
+// Windows
+// ---------------------------------------------------------------------------
+
+/// The flags a window's threads watch, and their published progress.
+struct Flags {
+    go: CachePadded<AtomicBool>,
+    stop: CachePadded<AtomicBool>,
+    /// Each thread's operation count, published every 16 operations, each on
+    /// its own cache line (only the coordinator reads them, rarely).
+    progress: Vec<CachePadded<AtomicU64>>,
+}
+
+impl Flags {
+    /// Whether thread `id`, having done `ops` operations, should go on.
+    #[inline(always)]
+    fn running(&self, id: usize, ops: u64) -> bool {
+        if ops & 15 == 0 {
+            self.progress[id].store(ops, Ordering::Relaxed);
+        }
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    fn progress(&self) -> u64 {
+        self.progress
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// What one worker thread reports.
+struct ThreadOut {
+    ops: u64,
+    /// Acquire latencies, in ticks.
+    hist: Histogram<u64>,
+}
+
+fn new_hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 42, 2).expect("valid histogram bounds")
+}
+
+/// One window's raw result.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    ops: u64,
+    secs: f64,
+    ops_per_sec: f64,
+    cpu_ns_per_op: f64,
+    fairness: f64,
+    ctxsw_per_op: f64,
+    /// Acquire latency percentiles in ns (NaN when not measured).
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+/// Runs `threads` copies of `worker` for one fixed-duration window of at
+/// least `dur`, extended (in steps of at least 1 ms) until the threads have
+/// published at least `min_ops` operations.
+fn window<W>(threads: usize, dur: Duration, min_ops: u64, tick_ns: f64, worker: W) -> Sample
+where
+    W: Fn(usize, &Flags) -> ThreadOut + Sync,
+{
+    let flags = Flags {
+        go: CachePadded::new(AtomicBool::new(false)),
+        stop: CachePadded::new(AtomicBool::new(false)),
+        progress: (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    };
+    let ready = AtomicUsize::new(0);
+    let (outs, secs, u0, u1) = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (flags, ready, worker) = (&flags, &ready, &worker);
+                s.spawn(move || {
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    while !flags.go.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    worker(i, flags)
+                })
+            })
+            .collect();
+        while ready.load(Ordering::Acquire) < threads {
+            thread::yield_now();
+        }
+        let u0 = usage();
+        let t0 = Instant::now();
+        flags.go.store(true, Ordering::Release);
+        thread::sleep(dur);
+        loop {
+            let done = flags.progress();
+            if done >= min_ops {
+                break;
+            }
+            // Sleep for the missing operations at the rate seen so far.
+            let rate = done.max(1) as f64 / t0.elapsed().as_secs_f64();
+            let more = ((min_ops - done) as f64 / rate).clamp(1e-3, 0.1);
+            thread::sleep(Duration::from_secs_f64(more));
+        }
+        flags.stop.store(true, Ordering::Relaxed);
+        let outs: Vec<ThreadOut> = handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark thread panicked"))
+            .collect();
+        let secs = t0.elapsed().as_secs_f64();
+        (outs, secs, u0, usage())
+    });
+    summarize(&outs, secs, u0, u1, tick_ns)
+}
+
+fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) -> Sample {
+    let ops: u64 = outs.iter().map(|o| o.ops).sum();
+    let min = outs.iter().map(|o| o.ops).min().unwrap_or(0);
+    let max = outs.iter().map(|o| o.ops).max().unwrap_or(0);
+    let mut hist = new_hist();
+    for o in outs {
+        hist.add(&o.hist).expect("histograms with equal bounds");
+    }
+    let per_op = |x: f64| x / ops.max(1) as f64;
+    let lat = |q: f64| {
+        if hist.is_empty() {
+            f64::NAN
+        } else {
+            hist.value_at_quantile(q) as f64 * tick_ns
+        }
+    };
+    Sample {
+        ops,
+        secs,
+        ops_per_sec: ops as f64 / secs,
+        cpu_ns_per_op: per_op(u1.cpu_ns - u0.cpu_ns),
+        fairness: if max == 0 {
+            0.0
+        } else {
+            min as f64 / max as f64
+        },
+        ctxsw_per_op: per_op((u1.ctxsw - u0.ctxsw) as f64),
+        p50: lat(0.5),
+        p99: lat(0.99),
+        p999: lat(0.999),
+        max: if hist.is_empty() {
+            f64::NAN
+        } else {
+            hist.max() as f64 * tick_ns
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Workloads
+// ---------------------------------------------------------------------------
+
+/// A benchmark cell: one workload with its parameters.
+#[derive(Clone, Copy, Debug)]
+enum Cell {
+    Uncontended,
+    Contended { threads: usize, cs: u32, think: u32 },
+    Handoff { cs: u32 },
+    Queue { threads: usize },
+}
+
+impl Cell {
+    fn bench(self) -> &'static str {
+        match self {
+            Cell::Uncontended => "uncontended",
+            Cell::Contended { .. } => "contended",
+            Cell::Handoff { .. } => "handoff",
+            Cell::Queue { .. } => "queue",
+        }
+    }
+    fn group(self) -> String {
+        match self {
+            Cell::Uncontended => "uncontended".into(),
+            Cell::Contended { threads, cs, think } => {
+                format!("contended/t{threads}/cs{cs}/think{think}")
+            }
+            Cell::Handoff { cs } => format!("handoff/cs{cs}"),
+            Cell::Queue { threads } => format!("queue/t{threads}"),
+        }
+    }
+    /// (threads, cs ns, think ns)
+    fn params(self) -> (usize, u32, u32) {
+        match self {
+            Cell::Uncontended => (1, 0, 0),
+            Cell::Contended { threads, cs, think } => (threads, cs, think),
+            Cell::Handoff { cs } => (2, cs, 0),
+            Cell::Queue { threads } => (threads, 0, 0),
+        }
+    }
+    /// Time every `n`th acquisition (0: none).
+    fn lat_every(self) -> u64 {
+        match self {
+            Cell::Uncontended => 0,
+            _ if self.params().1 >= 1000 => 1,
+            _ => 8,
+        }
+    }
+}
+
+/// Units of [`work`] for `ns` nanoseconds.
+fn units(ns: u32, cal: Calibration) -> u32 {
+    (ns as f64 / cal.unit_ns).round() as u32
+}
+
+/// The critical section: one increment, then `steps` of dependent arithmetic,
+/// all on the guarded value.
+#[inline(always)]
+fn critical(data: &mut u64, steps: u32) {
+    *data = work(data.wrapping_add(1), steps);
+}
+
+/// Times `lock()` when `timed`, recording ticks into `hist`.
+#[inline(always)]
+fn timed_lock<'a, T, M: BenchMutex<T>>(
+    m: &'a M,
+    timed: bool,
+    hist: &mut Histogram<u64>,
+) -> M::Guard<'a> {
+    if timed {
+        let t0 = ticks();
+        let g = m.lock();
+        hist.saturating_record(ticks().wrapping_sub(t0).max(1));
+        g
+    } else {
+        m.lock()
+    }
+}
+
+/// Timing mask: acquisition `i` is timed iff `i & mask == 0`.
+fn lat_mask(every: u64) -> Option<u64> {
+    (every != 0).then(|| {
+        debug_assert!(every.is_power_of_two());
+        every - 1
+    })
+}
+
+/// One window of `cell` on lock family `F`.
+fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration) -> Sample {
+    let (threads, cs_ns, think_ns) = cell.params();
+    let cs = units(cs_ns, cal);
+    let think = units(think_ns, cal);
+    let mask = lat_mask(cell.lat_every());
+    match cell {
+        Cell::Uncontended | Cell::Contended { .. } => {
+            let m = Box::new(F::M::<CachePadded<u64>>::new(CachePadded::new(0)));
+            let m = &*m;
+            window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
+                let mut hist = new_hist();
+                let mut local = id as u64;
+                let mut ops = 0u64;
+                while flags.running(id, ops) {
+                    let timed = mask.is_some_and(|k| ops & k == 0);
+                    let mut g = timed_lock(m, timed, &mut hist);
+                    critical(&mut g, cs);
+                    drop(g);
+                    local = work(local, think);
+                    ops += 1;
+                }
+                black_box(local);
+                ThreadOut { ops, hist }
+            })
+        }
+        Cell::Handoff { .. } => {
+            let m = Box::new(F::M::<CachePadded<u64>>::new(CachePadded::new(0)));
+            let m = &*m;
+            let turn = CachePadded::new(AtomicUsize::new(0));
+            let turn = &turn;
+            window(2, dur, min_ops, cal.tick_ns, |me, flags| {
+                let mut hist = new_hist();
+                let mut ops = 0u64;
+                'outer: while flags.running(me, ops) {
+                    // Wait for our turn, outside the lock.
+                    let mut spins = 0u32;
+                    while turn.load(Ordering::Acquire) != me {
+                        if !flags.running(me, ops) {
+                            break 'outer;
+                        }
+                        spins += 1;
+                        if spins < 100 {
+                            std::hint::spin_loop();
+                        } else {
+                            thread::yield_now();
+                        }
+                    }
+                    let timed = mask.is_some_and(|k| ops & k == 0);
+                    let mut g = timed_lock(m, timed, &mut hist);
+                    // Pass the turn while holding the lock: the other thread
+                    // now heads for `lock()` and waits out our critical section.
+                    turn.store(1 - me, Ordering::Release);
+                    critical(&mut g, cs);
+                    drop(g);
+                    ops += 1;
+                }
+                ThreadOut { ops, hist }
+            })
+        }
+        Cell::Queue { threads } => {
+            const BATCH: usize = 100;
+            let m = Box::new(F::M::<CachePadded<VecDeque<u64>>>::new(CachePadded::new(
+                VecDeque::with_capacity(BATCH * threads),
+            )));
+            let m = &*m;
+            window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
+                let mut hist = new_hist();
+                let mut ops = 0u64;
+                'outer: loop {
+                    for i in 0..BATCH {
+                        if !flags.running(id, ops) {
+                            break 'outer;
+                        }
+                        let timed = mask.is_some_and(|k| ops & k == 0);
+                        timed_lock(m, timed, &mut hist).push_back((id * BATCH + i) as u64);
+                        ops += 1;
+                    }
+                    for _ in 0..BATCH {
+                        if !flags.running(id, ops) {
+                            break 'outer;
+                        }
+                        let timed = mask.is_some_and(|k| ops & k == 0);
+                        let v = timed_lock(m, timed, &mut hist).pop_front();
+                        // We pushed a full batch before popping any of it, so
+                        // the queue holds at least our unpopped items.
+                        assert!(
+                            v.is_some(),
+                            "queue empty although this thread's items are in it"
+                        );
+                        black_box(v);
+                        ops += 1;
+                    }
+                }
+                ThreadOut { ops, hist }
+            })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Profiles, arguments, output
+// ---------------------------------------------------------------------------
+
+struct Profile {
+    name: &'static str,
+    threads: &'static [usize],
+    cs: &'static [u32],
+    /// Also run each cs with think ~10x cs (cs 0: ~100 ns).
+    with_think: bool,
+    handoff_cs: &'static [u32],
+    queue_threads: &'static [usize],
+    reps: usize,
+    window: Duration,
+    sample_size: usize,
+    warm_up: Duration,
+    measurement: Duration,
+}
+
+const QUICK: Profile = Profile {
+    name: "quick",
+    threads: &[1, 2, 8, 32],
+    cs: &[0, 1000],
+    with_think: false,
+    handoff_cs: &[1000],
+    queue_threads: &[8],
+    reps: 3,
+    window: Duration::from_millis(80),
+    sample_size: 10,
+    warm_up: Duration::from_millis(30),
+    measurement: Duration::from_millis(150),
+};
+
+const FULL: Profile = Profile {
+    name: "full",
+    threads: &[1, 2, 4, 8, 16, 32, 64],
+    cs: &[0, 100, 1000, 10_000],
+    with_think: true,
+    handoff_cs: &[0, 1000, 10_000],
+    queue_threads: &[2, 8, 32],
+    reps: 5,
+    window: Duration::from_millis(400),
+    sample_size: 10,
+    warm_up: Duration::from_millis(100),
+    measurement: Duration::from_millis(600),
+};
+
+impl Profile {
+    fn from_env() -> &'static Profile {
+        match std::env::var("SPINBIT_BENCH_PROFILE").as_deref() {
+            Ok("quick") => &QUICK,
+            Ok("full") | Ok("") | Err(_) => &FULL,
+            Ok(other) => panic!("SPINBIT_BENCH_PROFILE={other}: expected `quick` or `full`"),
+        }
+    }
+
+    fn cells(&self) -> Vec<Cell> {
+        let mut cells = vec![Cell::Uncontended];
+        for &cs in self.cs {
+            let mut thinks = vec![0];
+            if self.with_think {
+                thinks.push(10 * cs.max(10));
+            }
+            for think in thinks {
+                for &threads in self.threads {
+                    cells.push(Cell::Contended { threads, cs, think });
+                }
+            }
+        }
+        cells.extend(self.handoff_cs.iter().map(|&cs| Cell::Handoff { cs }));
+        cells.extend(
+            self.queue_threads
+                .iter()
+                .map(|&threads| Cell::Queue { threads }),
+        );
+        cells
+    }
+}
+
+/// What the command line asks for, as far as the companion pass cares.
+struct Args {
+    /// A real benchmarking run (`--bench` without `--test`, `--list` or
+    /// `--profile-time`).
+    benchmarking: bool,
+    filter: Option<String>,
+    exact: bool,
+    raw: Vec<String>,
+}
+
+fn parse_args() -> Args {
+    // Criterion options that take a value; everything else starting with `-`
+    // is a flag. The first other argument is the filter, as for criterion.
+    const WITH_VALUE: &[&str] = &[
+        "-c",
+        "--color",
+        "--colour",
+        "-s",
+        "--save-baseline",
+        "-b",
+        "--baseline",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--sample-size",
+        "--warm-up-time",
+        "--measurement-time",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--plotting-backend",
+        "--output-format",
+        "--format",
+        "--profile-time",
+    ];
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let (mut bench, mut other_mode, mut exact, mut filter) = (false, false, false, None);
+    let mut it = raw.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--bench" => bench = true,
+            "--test" | "--list" => other_mode = true,
+            "--exact" => exact = true,
+            "--profile-time" => {
+                other_mode = true;
+                it.next();
+            }
+            s if s.starts_with('-') => {
+                if WITH_VALUE.contains(&s) {
+                    it.next();
+                }
+            }
+            s => {
+                if filter.is_none() {
+                    filter = Some(s.to_string());
+                }
+            }
+        }
+    }
+    Args {
+        benchmarking: bench && !other_mode,
+        filter,
+        exact,
+        raw,
+    }
+}
+
+impl Args {
+    fn matches(&self, id: &str) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) if self.exact => id == f,
+            Some(f) => id.contains(f.as_str()),
+        }
+    }
+}
+
+fn target_triple() -> String {
+    let arch = std::env::consts::ARCH;
+    if cfg!(target_os = "linux") {
+        let env = if cfg!(target_env = "musl") {
+            "musl"
+        } else {
+            "gnu"
+        };
+        format!("{arch}-unknown-linux-{env}")
+    } else if cfg!(target_os = "macos") {
+        format!("{arch}-apple-darwin")
+    } else {
+        format!("{arch}-unknown-{}", std::env::consts::OS)
+    }
+}
+
+/// Whether this process runs under an emulator (qemu-user): the target's
+/// architecture is not the one /proc/cpuinfo describes. `SPINBIT_BENCH_EMULATED`
+/// (0/1) overrides.
+fn emulated(cpuinfo: &str) -> bool {
+    if let Ok(v) = std::env::var("SPINBIT_BENCH_EMULATED") {
+        return v == "1" || v == "true";
+    }
+    let host_x86 = cpuinfo.contains("vendor_id");
+    let host_arm = cpuinfo.contains("CPU implementer");
+    let target_x86 = cfg!(any(target_arch = "x86_64", target_arch = "x86"));
+    let target_arm = cfg!(any(target_arch = "aarch64", target_arch = "arm"));
+    (host_x86 && !target_x86) || (host_arm && !target_arm)
+}
+
+fn out_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("SPINBIT_BENCH_OUT") {
+        return p.into();
+    }
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target_dir
+        .join("spinbit-bench")
+        .join(format!("{}.jsonl", target_triple()))
+}
+
+/// A JSON string literal.
+fn js(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A JSON number (`null` for NaN and infinities).
+fn jn(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        "null".into()
+    }
+}
+
+fn machine_fields(cpuinfo: &str) -> String {
+    let model = cpuinfo
+        .lines()
+        .find(|l| {
+            l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model")
+        })
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    let unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "\"cpu\":{},\"cores\":{cores},\"kernel\":{},\"unix_time\":{unix}",
+        js(&model),
+        js(&kernel)
+    )
+}
+
+fn command_line(profile: &Profile, args: &Args) -> String {
+    let mut cmd = format!(
+        "SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex",
+        profile.name
+    );
+    if cfg!(feature = "bench-ablations") {
+        cmd.push_str(" --features bench-ablations");
+    }
+    if !cfg!(target_arch = "x86_64") || emulated_cached() {
+        let _ = write!(cmd, " --target {}", target_triple());
+    }
+    let passed: Vec<&str> = args
+        .raw
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
+    if !passed.is_empty() {
+        let _ = write!(cmd, " -- {}", passed.join(" "));
+    }
+    cmd
+}
+
+fn emulated_cached() -> bool {
+    static E: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *E.get_or_init(|| emulated(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| !x.is_nan());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The median of every field over repetitions, each taken separately.
+fn median_sample(reps: &[Sample]) -> Sample {
+    let m = |f: fn(&Sample) -> f64| median(reps.iter().map(f).collect());
+    Sample {
+        ops: m(|s| s.ops as f64).round() as u64,
+        secs: m(|s| s.secs),
+        ops_per_sec: m(|s| s.ops_per_sec),
+        cpu_ns_per_op: m(|s| s.cpu_ns_per_op),
+        fairness: m(|s| s.fairness),
+        ctxsw_per_op: m(|s| s.ctxsw_per_op),
+        p50: m(|s| s.p50),
+        p99: m(|s| s.p99),
+        p999: m(|s| s.p999),
+        max: m(|s| s.max),
+    }
+}
+
+struct Ctx {
+    profile: &'static Profile,
+    cal: Calibration,
+    triple: String,
+    emulated: bool,
+    out: Option<File>,
+}
+
+impl Ctx {
+    fn record(&mut self, cell: Cell, lock: LockId, s: &Sample) {
+        let (threads, cs, think) = cell.params();
+        let line = format!(
+            concat!(
+                "{{\"bench\":{},\"group\":{},\"lock\":{},\"threads\":{},\"cs\":{},\"think\":{},",
+                "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
+                "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
+                "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"lat_every\":{},\"reps\":{},",
+                "\"profile\":{},\"target\":{},\"emulated\":{}}}\n"
+            ),
+            js(cell.bench()),
+            js(&cell.group()),
+            js(lock.name()),
+            threads,
+            cs,
+            think,
+            units(cs, self.cal),
+            units(think, self.cal),
+            jn(self.cal.unit_ns),
+            s.ops,
+            jn(s.secs),
+            jn(s.ops_per_sec),
+            jn(s.cpu_ns_per_op),
+            jn(s.fairness),
+            jn(s.p50),
+            jn(s.p99),
+            jn(s.p999),
+            jn(s.max),
+            jn(s.ctxsw_per_op),
+            cell.lat_every(),
+            self.profile.reps,
+            js(self.profile.name),
+            js(&self.triple),
+            self.emulated,
+        );
+        if let Some(f) = &mut self.out {
+            f.write_all(line.as_bytes())
+                .and_then(|()| f.flush())
+                .expect("writing the benchmark results");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------
+
+/// Criterion's plain `iter` over one lock+unlock on one thread.
+fn bench_uncontended<F: Family>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+) {
+    let m = Box::new(<F::M<CachePadded<u64>> as BenchMutex<_>>::new(
+        CachePadded::new(0),
+    ));
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            let mut g = m.lock();
+            **g = black_box(g.wrapping_add(1));
+        })
+    });
+}
+
+fn main() {
+    let profile = Profile::from_env();
+    let args = parse_args();
+    let cal = calibrate();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let triple = target_triple();
+    let emulated = emulated_cached();
+    let cells = profile.cells();
+
+    let mut ctx = Ctx {
+        profile,
+        cal,
+        triple: triple.clone(),
+        emulated,
+        out: None,
+    };
+    if args.benchmarking {
+        let windowed = cells
+            .iter()
+            .filter(|c| !matches!(c, Cell::Uncontended))
+            .count();
+        let per = profile.reps as f64 * profile.window.as_secs_f64()
+            + profile.warm_up.as_secs_f64()
+            + profile.measurement.as_secs_f64()
+            + 0.05;
+        eprintln!(
+            "spinbit bench: profile {}, {} cells x {} locks x {} reps of {} ms; \
+             estimated {:.0} s (+ criterion analysis)",
+            profile.name,
+            cells.len(),
+            LOCKS.len(),
+            profile.reps,
+            profile.window.as_millis(),
+            (windowed + 1) as f64 * LOCKS.len() as f64 * per,
+        );
+        eprintln!(
+            "calibration: {:.3} ns per work step, {:.3} ns per tick; target {triple}{}",
+            cal.unit_ns,
+            cal.tick_ns,
+            if emulated {
+                " (emulated: timings are meaningless)"
+            } else {
+                ""
+            },
+        );
+        let path = out_path();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("creating the results directory");
+        }
+        let mut f = File::create(&path).expect("creating the results file");
+        let meta = format!(
+            "{{\"bench\":\"meta\",\"profile\":{},\"command\":{},\"target\":{},\"emulated\":{},\
+             \"unit_ns\":{},\"tick_ns\":{},\"reps\":{},\"window_ms\":{},\"locks\":[{}],{}}}\n",
+            js(profile.name),
+            js(&command_line(profile, &args)),
+            js(&triple),
+            emulated,
+            jn(cal.unit_ns),
+            jn(cal.tick_ns),
+            profile.reps,
+            profile.window.as_millis(),
+            LOCKS
+                .iter()
+                .map(|l| js(l.name()))
+                .collect::<Vec<_>>()
+                .join(","),
+            machine_fields(&cpuinfo),
+        );
+        f.write_all(meta.as_bytes())
+            .expect("writing the results file");
+        eprintln!("companion metrics -> {}", path.display());
+        ctx.out = Some(f);
+    }
+
+    let mut c = Criterion::default()
+        .sample_size(profile.sample_size)
+        .warm_up_time(profile.warm_up)
+        .measurement_time(profile.measurement)
+        .nresamples(5000)
+        .configure_from_args();
+
+    let started = Instant::now();
+    for &cell in &cells {
+        let group_name = cell.group();
+        let selected: Vec<LockId> = LOCKS
+            .iter()
+            .copied()
+            .filter(|l| args.matches(&format!("{group_name}/{}", l.name())))
+            .collect();
+        if selected.is_empty() {
+            continue;
+        }
+
+        // Companion pass: interleaved, rotated repetitions; medians.
+        // Time per operation for each lock, to size criterion's windows.
+        let mut ns_per_op = vec![1000.0f64; LOCKS.len()];
+        if args.benchmarking {
+            let mut reps: Vec<Vec<Sample>> = vec![Vec::new(); selected.len()];
+            for r in 0..profile.reps {
+                for k in 0..selected.len() {
+                    let i = (r + k) % selected.len();
+                    let s =
+                        with_family!(selected[i], F => run_cell::<F>(cell, profile.window, 0, cal));
+                    reps[i].push(s);
+                }
+            }
+            let mut line = format!("{group_name}:");
+            for (i, &lock) in selected.iter().enumerate() {
+                let s = median_sample(&reps[i]);
+                ctx.record(cell, lock, &s);
+                let idx = LOCKS.iter().position(|&l| l == lock).unwrap_or(0);
+                ns_per_op[idx] = 1e9 / s.ops_per_sec.max(1.0);
+                let _ = write!(
+                    line,
+                    " {} {:.2}M/s {:.0}ns-cpu f{:.2};",
+                    lock.name(),
+                    s.ops_per_sec / 1e6,
+                    s.cpu_ns_per_op,
+                    s.fairness
+                );
+            }
+            eprintln!("{line}");
+        }
+
+        // Criterion.
+        let mut group = c.benchmark_group(&group_name);
+        group.throughput(Throughput::Elements(1));
+        if !matches!(cell, Cell::Uncontended) {
+            group.sampling_mode(SamplingMode::Flat);
+        }
+        for &lock in &selected {
+            let est = ns_per_op[LOCKS.iter().position(|&l| l == lock).unwrap_or(0)];
+            match cell {
+                Cell::Uncontended => {
+                    with_family!(lock, F => bench_uncontended::<F>(&mut group, lock.name()))
+                }
+                _ => {
+                    group.bench_function(lock.name(), |b| {
+                        b.iter_custom(|n| {
+                            let dur = Duration::from_secs_f64((n as f64 * est * 1e-9).max(1e-3));
+                            let s = with_family!(lock, F => run_cell::<F>(cell, dur, n, cal));
+                            Duration::from_secs_f64(s.secs * n as f64 / s.ops.max(1) as f64)
+                        })
+                    });
+                }
+            }
+        }
+        group.finish();
+    }
+    c.final_summary();
+    if args.benchmarking {
+        eprintln!(
+            "spinbit bench: done in {:.0} s; companion metrics in {}",
+            started.elapsed().as_secs_f64(),
+            out_path().display()
+        );
+    }
+}
