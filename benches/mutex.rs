@@ -235,9 +235,7 @@ mod pthread {
             Self: 'a;
 
         fn new(value: T) -> Self {
-            let raw = Box::new(CachePadded::new(UnsafeCell::new(
-                libc::PTHREAD_MUTEX_INITIALIZER,
-            )));
+            let raw = Box::new(CachePadded::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)));
             let kind = if ADAPTIVE {
                 libc::PTHREAD_MUTEX_ADAPTIVE_NP
             } else {
@@ -253,10 +251,7 @@ mod pthread {
                 assert_eq!(libc::pthread_mutex_init(raw.get(), attr.as_ptr()), 0);
                 libc::pthread_mutexattr_destroy(attr.as_mut_ptr());
             }
-            PthreadMutex {
-                raw,
-                data: UnsafeCell::new(value),
-            }
+            PthreadMutex { raw, data: UnsafeCell::new(value) }
         }
 
         #[inline]
@@ -556,10 +551,7 @@ impl Flags {
     }
 
     fn progress(&self) -> u64 {
-        self.progress
-            .iter()
-            .map(|p| p.load(Ordering::Relaxed))
-            .sum()
+        self.progress.iter().map(|p| p.load(Ordering::Relaxed)).sum()
     }
 }
 
@@ -600,9 +592,7 @@ where
     let flags = Flags {
         go: CachePadded::new(AtomicBool::new(false)),
         stop: CachePadded::new(AtomicBool::new(false)),
-        progress: (0..threads)
-            .map(|_| CachePadded::new(AtomicU64::new(0)))
-            .collect(),
+        progress: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
     };
     let ready = AtomicUsize::new(0);
     let (outs, secs, u0, u1) = thread::scope(|s| {
@@ -636,10 +626,8 @@ where
             thread::sleep(Duration::from_secs_f64(more));
         }
         flags.stop.store(true, Ordering::Relaxed);
-        let outs: Vec<ThreadOut> = handles
-            .into_iter()
-            .map(|h| h.join().expect("benchmark thread panicked"))
-            .collect();
+        let outs: Vec<ThreadOut> =
+            handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect();
         let secs = t0.elapsed().as_secs_f64();
         (outs, secs, u0, usage())
     });
@@ -656,31 +644,19 @@ fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) 
     }
     let per_op = |x: f64| x / ops.max(1) as f64;
     let lat = |q: f64| {
-        if hist.is_empty() {
-            f64::NAN
-        } else {
-            hist.value_at_quantile(q) as f64 * tick_ns
-        }
+        if hist.is_empty() { f64::NAN } else { hist.value_at_quantile(q) as f64 * tick_ns }
     };
     Sample {
         ops,
         secs,
         ops_per_sec: ops as f64 / secs,
         cpu_ns_per_op: per_op(u1.cpu_ns - u0.cpu_ns),
-        fairness: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
+        fairness: if max == 0 { 0.0 } else { min as f64 / max as f64 },
         ctxsw_per_op: per_op((u1.ctxsw - u0.ctxsw) as f64),
         p50: lat(0.5),
         p99: lat(0.99),
         p999: lat(0.999),
-        max: if hist.is_empty() {
-            f64::NAN
-        } else {
-            hist.max() as f64 * tick_ns
-        },
+        max: if hist.is_empty() { f64::NAN } else { hist.max() as f64 * tick_ns },
     }
 }
 
@@ -858,10 +834,7 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                         let v = timed_lock(m, timed, &mut hist).pop_front();
                         // We pushed a full batch before popping any of it, so
                         // the queue holds at least our unpopped items.
-                        assert!(
-                            v.is_some(),
-                            "queue empty although this thread's items are in it"
-                        );
+                        assert!(v.is_some(), "queue empty although this thread's items are in it");
                         black_box(v);
                         ops += 1;
                     }
@@ -942,11 +915,7 @@ impl Profile {
             }
         }
         cells.extend(self.handoff_cs.iter().map(|&cs| Cell::Handoff { cs }));
-        cells.extend(
-            self.queue_threads
-                .iter()
-                .map(|&threads| Cell::Queue { threads }),
-        );
+        cells.extend(self.queue_threads.iter().map(|&threads| Cell::Queue { threads }));
         cells
     }
 }
@@ -1010,12 +979,7 @@ fn parse_args() -> Args {
             }
         }
     }
-    Args {
-        benchmarking: bench && !other_mode,
-        filter,
-        exact,
-        raw,
-    }
+    Args { benchmarking: bench && !other_mode, filter, exact, raw }
 }
 
 impl Args {
@@ -1031,11 +995,7 @@ impl Args {
 fn target_triple() -> String {
     let arch = std::env::consts::ARCH;
     if cfg!(target_os = "linux") {
-        let env = if cfg!(target_env = "musl") {
-            "musl"
-        } else {
-            "gnu"
-        };
+        let env = if cfg!(target_env = "musl") { "musl" } else { "gnu" };
         format!("{arch}-unknown-linux-{env}")
     } else if cfg!(target_os = "macos") {
         format!("{arch}-apple-darwin")
@@ -1065,9 +1025,7 @@ fn out_path() -> PathBuf {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target_dir
-        .join("spinbit-bench")
-        .join(format!("{}.jsonl", target_triple()))
+    target_dir.join("spinbit-bench").join(format!("{}.jsonl", target_triple()))
 }
 
 /// A JSON string literal.
@@ -1091,10 +1049,7 @@ fn js(s: &str) -> String {
 /// A JSON number (`null` for NaN and infinities).
 fn jn(x: f64) -> String {
     if x.is_finite() {
-        format!("{x:.6}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
+        format!("{x:.6}").trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         "null".into()
     }
@@ -1113,9 +1068,7 @@ fn machine_fields(cpuinfo: &str) -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
-    let unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!(
         "\"cpu\":{},\"cores\":{cores},\"kernel\":{},\"unix_time\":{unix}",
         js(&model),
@@ -1124,22 +1077,15 @@ fn machine_fields(cpuinfo: &str) -> String {
 }
 
 fn command_line(profile: &Profile, args: &Args) -> String {
-    let mut cmd = format!(
-        "SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex",
-        profile.name
-    );
+    let mut cmd = format!("SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex", profile.name);
     if cfg!(feature = "bench-ablations") {
         cmd.push_str(" --features bench-ablations");
     }
     if !cfg!(target_arch = "x86_64") || emulated_cached() {
         let _ = write!(cmd, " --target {}", target_triple());
     }
-    let passed: Vec<&str> = args
-        .raw
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "--bench")
-        .collect();
+    let passed: Vec<&str> =
+        args.raw.iter().map(String::as_str).filter(|a| *a != "--bench").collect();
     if !passed.is_empty() {
         let _ = write!(cmd, " -- {}", passed.join(" "));
     }
@@ -1158,11 +1104,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 /// The median of every field over repetitions, each taken separately.
@@ -1243,9 +1185,7 @@ fn bench_uncontended<F: Family>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
 ) {
-    let m = Box::new(<F::M<CachePadded<u64>> as BenchMutex<_>>::new(
-        CachePadded::new(0),
-    ));
+    let m = Box::new(<F::M<CachePadded<u64>> as BenchMutex<_>>::new(CachePadded::new(0)));
     group.bench_function(name, |b| {
         b.iter(|| {
             let mut g = m.lock();
@@ -1263,18 +1203,9 @@ fn main() {
     let emulated = emulated_cached();
     let cells = profile.cells();
 
-    let mut ctx = Ctx {
-        profile,
-        cal,
-        triple: triple.clone(),
-        emulated,
-        out: None,
-    };
+    let mut ctx = Ctx { profile, cal, triple: triple.clone(), emulated, out: None };
     if args.benchmarking {
-        let windowed = cells
-            .iter()
-            .filter(|c| !matches!(c, Cell::Uncontended))
-            .count();
+        let windowed = cells.iter().filter(|c| !matches!(c, Cell::Uncontended)).count();
         let per = profile.reps as f64 * profile.window.as_secs_f64()
             + profile.warm_up.as_secs_f64()
             + profile.measurement.as_secs_f64()
@@ -1293,11 +1224,7 @@ fn main() {
             "calibration: {:.3} ns per work step, {:.3} ns per tick; target {triple}{}",
             cal.unit_ns,
             cal.tick_ns,
-            if emulated {
-                " (emulated: timings are meaningless)"
-            } else {
-                ""
-            },
+            if emulated { " (emulated: timings are meaningless)" } else { "" },
         );
         let path = out_path();
         if let Some(dir) = path.parent() {
@@ -1315,15 +1242,10 @@ fn main() {
             jn(cal.tick_ns),
             profile.reps,
             profile.window.as_millis(),
-            LOCKS
-                .iter()
-                .map(|l| js(l.name()))
-                .collect::<Vec<_>>()
-                .join(","),
+            LOCKS.iter().map(|l| js(l.name())).collect::<Vec<_>>().join(","),
             machine_fields(&cpuinfo),
         );
-        f.write_all(meta.as_bytes())
-            .expect("writing the results file");
+        f.write_all(meta.as_bytes()).expect("writing the results file");
         eprintln!("companion metrics -> {}", path.display());
         ctx.out = Some(f);
     }

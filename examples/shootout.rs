@@ -94,9 +94,7 @@ impl BenchLock for std::sync::Mutex<Shared> {
 /// cannot fold a loop of them.
 #[inline(always)]
 fn step(x: u64) -> u64 {
-    x.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(0x6A09_E667)
-        .rotate_left(23)
+    x.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(0x6A09_E667).rotate_left(23)
 }
 
 #[inline(always)]
@@ -219,10 +217,8 @@ fn run<L: BenchLock>(threads: usize, cs: Cs, duration: Duration) -> Sample {
         thread::sleep(duration);
         stop.store(true, Relaxed);
         let wall = t0.elapsed();
-        let per_thread: Vec<u64> = workers
-            .into_iter()
-            .map(|w| w.join().expect("worker panicked"))
-            .collect();
+        let per_thread: Vec<u64> =
+            workers.into_iter().map(|w| w.join().expect("worker panicked")).collect();
         let cpu = cpu_time().zip(cpu0).map(|(t1, t0)| t1.saturating_sub(t0));
         (per_thread, wall, cpu)
     });
@@ -230,12 +226,7 @@ fn run<L: BenchLock>(threads: usize, cs: Cs, duration: Duration) -> Sample {
     let total: u64 = per_thread.iter().sum();
     let seen = CachePadded::into_inner(lock).into_inner().ops;
     assert_eq!(seen, total, "{}: lost updates", L::NAME);
-    Sample {
-        lock: L::NAME,
-        per_thread,
-        wall,
-        cpu,
-    }
+    Sample { lock: L::NAME, per_thread, wall, cpu }
 }
 
 type Runner = fn(usize, Cs, Duration) -> Sample;
@@ -262,22 +253,14 @@ fn usage() -> ! {
 }
 
 fn parse_args() -> Options {
-    let mut opts = Options {
-        duration: Duration::from_millis(300),
-        threads: vec![1, 2, 8, 32],
-    };
+    let mut opts = Options { duration: Duration::from_millis(300), threads: vec![1, 2, 8, 32] };
     let mut args = env::args().skip(1);
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
             None => (arg, None),
         };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .unwrap_or_else(|| usage())
-        };
+        let mut value = || inline.clone().or_else(|| args.next()).unwrap_or_else(|| usage());
         match flag.as_str() {
             "--ms" => match value().parse::<u64>() {
                 Ok(ms) if ms > 0 => opts.duration = Duration::from_millis(ms),
@@ -306,11 +289,7 @@ fn print_row(cs: Cs, threads: usize, sample: &Sample) {
     };
     let min = sample.per_thread.iter().copied().min().unwrap_or(0);
     let max = sample.per_thread.iter().copied().max().unwrap_or(0);
-    let fairness = if max == 0 {
-        0.0
-    } else {
-        min as f64 / max as f64
-    };
+    let fairness = if max == 0 { 0.0 } else { min as f64 / max as f64 };
     println!(
         "{:<6} {:>7}  {:<12} {:>8.2} {:>10} {:>9.2}",
         cs.name(),
@@ -328,10 +307,7 @@ fn main() {
 
     let long_steps = calibrate(Duration::from_micros(1));
     let cpus = thread::available_parallelism().map_or(0, |n| n.get());
-    println!(
-        "spinbit shootout: {cpus} CPUs, {} ms per lock per cell",
-        opts.duration.as_millis()
-    );
+    println!("spinbit shootout: {cpus} CPUs, {} ms per lock per cell", opts.duration.as_millis());
     println!(
         "critical sections: short = {SHORT_STEPS} steps ({:.0?}), long = {long_steps} steps ({:.2?})",
         time_cs(SHORT_STEPS),

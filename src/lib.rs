@@ -90,6 +90,8 @@
 pub mod ablation;
 mod arch;
 mod lock;
+#[cfg(all(test, not(miri)))]
+mod model;
 mod platform;
 mod raw;
 #[cfg(test)]

@@ -103,9 +103,13 @@ impl<P: Platform> Lock<P> {
         debug_assert!(old.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
         // Wake only if someone sleeps, nobody spins (a spinner will take the
         // lock), and nobody owns the stack (its owner is committed to a wake).
-        if !head(old).is_null() && old.addr() & (SPINNING | STACK_LOCKED) == 0 {
-            // SAFETY: forwarded from the caller: we just released the lock.
-            unsafe { self.unlock_slow() };
+        if !head(old).is_null() {
+            if old.addr() & (SPINNING | STACK_LOCKED) == 0 {
+                // SAFETY: forwarded from the caller: we just released the lock.
+                unsafe { self.unlock_slow() };
+            } else if old.addr() & SPINNING != 0 {
+                P::record(Event::WakeSkippedForSpinner);
+            }
         }
     }
 
@@ -140,7 +144,12 @@ impl<P: Platform> Lock<P> {
             if may_spin {
                 if P::SPIN == SpinPolicy::One && !spinner && s.addr() & SPINNING == 0 {
                     // Relaxed: the bit is a permission, it guards no data.
-                    match self.state.compare_exchange(s, s.map_addr(|a| a | SPINNING), Relaxed, Relaxed) {
+                    match self.state.compare_exchange(
+                        s,
+                        s.map_addr(|a| a | SPINNING),
+                        Relaxed,
+                        Relaxed,
+                    ) {
                         Ok(_) => spinner = true,
                         Err(now) => {
                             s = now;
@@ -220,6 +229,9 @@ impl<P: Platform> Lock<P> {
             // unlock will decide) or when a spinner exists (it takes the lock,
             // or retires onto the stack while the lock is held).
             if head(s).is_null() || s.addr() & (LOCKED | SPINNING | STACK_LOCKED) != 0 {
+                if s.addr() & STACK_LOCKED != 0 {
+                    P::record(Event::StackBusy);
+                }
                 return;
             }
             if P::FAULT == Fault::SkipWake {
@@ -227,7 +239,8 @@ impl<P: Platform> Lock<P> {
             }
             // Acquire: pairs with the Release of the pushes and of the
             // previous stack owner, so the nodes' fields are visible.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed) {
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
                 Ok(_) => break,
                 Err(now) => s = now,
             }
@@ -268,8 +281,14 @@ impl<P: Platform> Lock<P> {
                     // The only waiter: the stack becomes empty, unless a new
                     // node was pushed meanwhile (then retry with it on top).
                     let empty = ptr::without_provenance_mut(released);
-                    match self.state.compare_exchange(s, empty, Release, Relaxed) {
-                        Ok(_) => return top,
+                    // Failure Acquire: a failure means new nodes were pushed,
+                    // and the retry walks them; their pushes' Release must be
+                    // acquired first.
+                    match self.state.compare_exchange(s, empty, Release, retry_order::<P>()) {
+                        Ok(_) => {
+                            P::record(Event::TailWake);
+                            return top;
+                        }
                         Err(now) => s = now,
                     }
                 } else if (*tail).passes.get() >= P::MAX_PASSES {
@@ -280,14 +299,20 @@ impl<P: Platform> Lock<P> {
                     (*top).tail.set(newer);
                     // Release: our link edits, for the next stack owner.
                     self.state.fetch_and(!STACK_LOCKED, Release);
+                    P::record(Event::TailWake);
                     return tail;
                 } else {
                     // Wake the newest; the tail has been passed over once more.
                     let next = (*top).next.get();
                     (*next).tail.set(tail);
                     (*tail).passes.set((*tail).passes.get() + 1);
-                    match self.state.compare_exchange(s, with_flags(next, released), Release, Relaxed) {
-                        Ok(_) => return top,
+                    // Failure Acquire: as in the branch above.
+                    let new = with_flags(next, released);
+                    match self.state.compare_exchange(s, new, Release, retry_order::<P>()) {
+                        Ok(_) => {
+                            P::record(Event::HeadWake);
+                            return top;
+                        }
                         Err(now) => {
                             // New nodes on top: pop the new top instead.
                             (*tail).passes.set((*tail).passes.get() - 1);
@@ -298,6 +323,13 @@ impl<P: Platform> Lock<P> {
             }
         }
     }
+}
+
+/// The failure ordering of the CAS in `pop`: Acquire, except in the
+/// deliberately broken model that shows loom catches its absence.
+#[inline(always)]
+fn retry_order<P: Platform>() -> core::sync::atomic::Ordering {
+    if P::FAULT == Fault::RelaxedPopRetry { Relaxed } else { Acquire }
 }
 
 /// Finds the tail (oldest node) below `top`, setting `prev` links on the way

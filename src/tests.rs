@@ -14,6 +14,7 @@ pub(crate) fn record(event: Event) {
     let c = match event {
         Event::Parked => &PARKED,
         Event::Spun => &SPUN,
+        _ => return,
     };
     c.with(|c| c.set(c.get() + 1));
 }

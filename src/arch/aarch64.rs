@@ -20,7 +20,9 @@ pub(crate) fn ticks() -> u64 {
     let t: u64;
     // SAFETY: reading CNTVCT_EL0 is allowed at EL0 on Linux; ISB and MRS have
     // no memory effects.
-    unsafe { asm!("isb", "mrs {t}, cntvct_el0", t = out(reg) t, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("isb", "mrs {t}, cntvct_el0", t = out(reg) t, options(nomem, nostack, preserves_flags))
+    };
     t
 }
 
@@ -30,6 +32,8 @@ pub(crate) fn ticks() -> u64 {
 pub(crate) fn ticks_per_us() -> u64 {
     let hz: u64;
     // SAFETY: reading CNTFRQ_EL0 is allowed at EL0; no memory effects.
-    unsafe { asm!("mrs {hz}, cntfrq_el0", hz = out(reg) hz, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mrs {hz}, cntfrq_el0", hz = out(reg) hz, options(nomem, nostack, preserves_flags))
+    };
     (hz / 1_000_000).max(1)
 }

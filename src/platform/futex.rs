@@ -68,11 +68,6 @@ fn futex_wait(word: &AtomicU32, expected: u32) {
 fn futex_wake(word: *const AtomicU32) {
     // SAFETY: FUTEX_WAKE only uses the address as a key; it reads no memory.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word,
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        );
+        libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
     }
 }

@@ -18,7 +18,7 @@ pub(crate) mod futex;
 #[cfg(any(test, not(target_os = "linux")))]
 pub(crate) mod park;
 
-#[cfg(test)]
+#[cfg(all(test, not(miri)))]
 pub(crate) mod loom;
 
 /// Which waiters may busy-wait before they sleep.
@@ -50,6 +50,9 @@ pub(crate) enum Fault {
     AbandonWakeWhenLocked,
     /// The futex wait blocks without comparing the word first.
     WaitWithoutCompare,
+    /// The stack owner retries a failed pop with a Relaxed look at the new
+    /// top, so the nodes pushed meanwhile are read without synchronisation.
+    RelaxedPopRetry,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -142,4 +145,12 @@ pub(crate) enum Event {
     Parked,
     /// A waiter ran one spin episode.
     Spun,
+    /// An unlock saw sleepers and a spinner, and woke nobody.
+    WakeSkippedForSpinner,
+    /// An unlock slow path left because another thread owned the stack.
+    StackBusy,
+    /// A wake took the oldest waiter.
+    TailWake,
+    /// A wake took the newest waiter.
+    HeadWake,
 }

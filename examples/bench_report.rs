@@ -1,0 +1,801 @@
+//! Turns the companion metrics of `cargo bench --bench mutex` into a report.
+//!
+//! ```text
+//! cargo run --release --example bench_report [-- [FILE.jsonl ...] [--out DIR]]
+//! ```
+//!
+//! Reads each JSON-lines file the benchmark wrote (by default every
+//! `target/spinbit-bench/*.jsonl`, or `$SPINBIT_BENCH_OUT` if set) and writes
+//! `DIR/<arch>.md` (DIR defaults to `benches/results`) with the machine, the
+//! command that produced the data, a summary of spinbit against the best
+//! peer, and one table per cell; plus SVG charts `DIR/<arch>-*.svg` of
+//! throughput and CPU per operation against the number of threads, one line
+//! per lock, for the headline (critical section, think) pairs.
+//!
+//! The best peer is the best lock that is neither spinbit nor one of its
+//! ablations: the highest throughput for the throughput ratio, the lowest
+//! CPU per operation for the CPU ratio, picked separately per cell.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+// ---------------------------------------------------------------------------
+// A small JSON reader: enough for the flat objects the benchmark writes.
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(BTreeMap<String, Json>),
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), String> {
+        self.ws();
+        if self.s.get(self.i) == Some(&c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{}` at byte {}", c as char, self.i))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.ws();
+        match self.s.get(self.i) {
+            Some(b'{') => {
+                self.i += 1;
+                let mut m = BTreeMap::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b'}') {
+                    self.i += 1;
+                    return Ok(Json::Obj(m));
+                }
+                loop {
+                    self.ws();
+                    let Json::Str(k) = self.value()? else {
+                        return Err(format!("expected a key at byte {}", self.i));
+                    };
+                    self.eat(b':')?;
+                    let v = self.value()?;
+                    m.insert(k, v);
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(Json::Obj(m));
+                        }
+                        _ => return Err(format!("expected `,` or `}}` at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut v = Vec::new();
+                self.ws();
+                if self.s.get(self.i) == Some(&b']') {
+                    self.i += 1;
+                    return Ok(Json::Arr(v));
+                }
+                loop {
+                    v.push(self.value()?);
+                    self.ws();
+                    match self.s.get(self.i) {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(Json::Arr(v));
+                        }
+                        _ => return Err(format!("expected `,` or `]` at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'"') => {
+                self.i += 1;
+                let mut out = String::new();
+                loop {
+                    let Some(&c) = self.s.get(self.i) else {
+                        return Err("unterminated string".into());
+                    };
+                    self.i += 1;
+                    match c {
+                        b'"' => return Ok(Json::Str(out)),
+                        b'\\' => {
+                            let e = *self.s.get(self.i).ok_or("bad escape")?;
+                            self.i += 1;
+                            match e {
+                                b'n' => out.push('\n'),
+                                b't' => out.push('\t'),
+                                b'r' => out.push('\r'),
+                                b'u' => {
+                                    let hex = self.s.get(self.i..self.i + 4).ok_or("bad \\u")?;
+                                    let code = u32::from_str_radix(
+                                        std::str::from_utf8(hex).map_err(|e| e.to_string())?,
+                                        16,
+                                    )
+                                    .map_err(|e| e.to_string())?;
+                                    out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                                    self.i += 4;
+                                }
+                                other => out.push(other as char),
+                            }
+                        }
+                        _ => {
+                            // Copy one UTF-8 sequence.
+                            let start = self.i - 1;
+                            let mut end = self.i;
+                            while end < self.s.len() && (self.s[end] & 0xc0) == 0x80 {
+                                end += 1;
+                            }
+                            out.push_str(
+                                std::str::from_utf8(&self.s[start..end])
+                                    .map_err(|e| e.to_string())?,
+                            );
+                            self.i = end;
+                        }
+                    }
+                }
+            }
+            Some(b't') if self.s[self.i..].starts_with(b"true") => {
+                self.i += 4;
+                Ok(Json::Bool(true))
+            }
+            Some(b'f') if self.s[self.i..].starts_with(b"false") => {
+                self.i += 5;
+                Ok(Json::Bool(false))
+            }
+            Some(b'n') if self.s[self.i..].starts_with(b"null") => {
+                self.i += 4;
+                Ok(Json::Null)
+            }
+            Some(_) => {
+                let start = self.i;
+                while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
+                    self.i += 1;
+                }
+                std::str::from_utf8(&self.s[start..self.i])
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .map(Json::Num)
+                    .ok_or_else(|| format!("bad value at byte {start}"))
+            }
+            None => Err("unexpected end of input".into()),
+        }
+    }
+}
+
+fn parse(line: &str) -> Result<Json, String> {
+    let mut p = Parser { s: line.as_bytes(), i: 0 };
+    let v = p.value()?;
+    p.ws();
+    if p.i != p.s.len() {
+        return Err(format!("trailing text at byte {}", p.i));
+    }
+    Ok(v)
+}
+
+impl Json {
+    fn get(&self, k: &str) -> &Json {
+        match self {
+            Json::Obj(m) => m.get(k).unwrap_or(&Json::Null),
+            _ => &Json::Null,
+        }
+    }
+    fn num(&self, k: &str) -> f64 {
+        match self.get(k) {
+            Json::Num(x) => *x,
+            _ => f64::NAN,
+        }
+    }
+    fn str(&self, k: &str) -> &str {
+        match self.get(k) {
+            Json::Str(s) => s,
+            _ => "",
+        }
+    }
+    fn bool(&self, k: &str) -> bool {
+        matches!(self.get(k), Json::Bool(true))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The data
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct Row {
+    bench: String,
+    group: String,
+    lock: String,
+    threads: u32,
+    cs: u32,
+    think: u32,
+    mops: f64,
+    cpu: f64,
+    fairness: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+    ctxsw: f64,
+    emulated: bool,
+}
+
+impl Row {
+    fn from(j: &Json) -> Row {
+        Row {
+            bench: j.str("bench").into(),
+            group: j.str("group").into(),
+            lock: j.str("lock").into(),
+            threads: j.num("threads") as u32,
+            cs: j.num("cs") as u32,
+            think: j.num("think") as u32,
+            mops: j.num("ops_per_sec") / 1e6,
+            cpu: j.num("cpu_ns_per_op"),
+            fairness: j.num("fairness"),
+            p50: j.num("p50"),
+            p99: j.num("p99"),
+            p999: j.num("p999"),
+            max: j.num("max"),
+            ctxsw: j.num("ctxsw_per_op"),
+            emulated: j.bool("emulated"),
+        }
+    }
+}
+
+/// spinbit itself and its ablations are not peers.
+fn is_peer(lock: &str) -> bool {
+    !lock.starts_with("spinbit")
+}
+
+/// One cell: its rows in file order.
+struct Cell {
+    group: String,
+    rows: Vec<Row>,
+}
+
+struct Ratios {
+    thrpt: f64,
+    thrpt_peer: String,
+    cpu: f64,
+    cpu_peer: String,
+    fair: f64,
+    peer_fair: f64,
+}
+
+impl Cell {
+    fn first(&self) -> &Row {
+        &self.rows[0]
+    }
+
+    fn ratios(&self) -> Option<Ratios> {
+        let s = self.rows.iter().find(|r| r.lock == "spinbit")?;
+        let peers = || self.rows.iter().filter(|r| is_peer(&r.lock));
+        let best_t = peers().max_by(|a, b| a.mops.total_cmp(&b.mops))?;
+        let best_c =
+            peers().filter(|r| r.cpu.is_finite()).min_by(|a, b| a.cpu.total_cmp(&b.cpu))?;
+        let peer_fair = peers().map(|r| r.fairness).fold(f64::NAN, f64::max);
+        Some(Ratios {
+            thrpt: s.mops / best_t.mops,
+            thrpt_peer: best_t.lock.clone(),
+            cpu: s.cpu / best_c.cpu,
+            cpu_peer: best_c.lock.clone(),
+            fair: s.fairness,
+            peer_fair,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Formatting
+// ---------------------------------------------------------------------------
+
+fn f_num(x: f64, digits: usize) -> String {
+    if x.is_finite() { format!("{x:.digits$}") } else { "-".into() }
+}
+
+/// A duration in ns, shown in ns, µs or ms.
+fn f_ns(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x < 1e3 {
+        format!("{x:.0} ns")
+    } else if x < 1e6 {
+        format!("{:.1} µs", x / 1e3)
+    } else {
+        format!("{:.1} ms", x / 1e6)
+    }
+}
+
+fn f_mops(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else if x >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// A UTC date from Unix seconds (proleptic Gregorian calendar).
+fn date(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    // Days since 0000-03-01, then eras of 400 years.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs / 60 % 60)
+}
+
+fn rustc_version() -> String {
+    std::process::Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn describe_cell(c: &Cell) -> String {
+    let r = c.first();
+    match r.bench.as_str() {
+        "uncontended" => "one thread, lock+unlock".into(),
+        "contended" => format!(
+            "{} thread(s), critical section {}, think {}",
+            r.threads,
+            f_ns(r.cs as f64),
+            f_ns(r.think as f64)
+        ),
+        "handoff" => {
+            format!("two threads hand the lock over; critical section {}", f_ns(r.cs as f64))
+        }
+        "queue" => format!("{} threads push 100 then pop 100 items each", r.threads),
+        _ => String::new(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Charts
+// ---------------------------------------------------------------------------
+
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),   // spinbit: red
+    RGBColor(31, 119, 180),  // blue
+    RGBColor(44, 160, 44),   // green
+    RGBColor(255, 127, 14),  // orange
+    RGBColor(148, 103, 189), // purple
+    RGBColor(140, 86, 75),   // brown
+    RGBColor(227, 119, 194), // pink
+    RGBColor(127, 127, 127), // grey
+    RGBColor(188, 189, 34),  // olive
+    RGBColor(23, 190, 207),  // cyan
+];
+
+enum Metric {
+    Throughput,
+    Cpu,
+}
+
+/// One chart: `metric` against threads, one line per lock, for the
+/// contended cells with critical section `cs` and think `think`.
+fn chart(
+    path: &Path,
+    title: &str,
+    metric: Metric,
+    locks: &[String],
+    cells: &[&Cell],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let value = |r: &Row| match metric {
+        Metric::Throughput => r.mops,
+        Metric::Cpu => r.cpu,
+    };
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for lock in locks {
+        let mut pts: Vec<(f64, f64)> = cells
+            .iter()
+            .filter_map(|c| c.rows.iter().find(|r| &r.lock == lock))
+            .map(|r| ((r.threads as f64).log2(), value(r)))
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !pts.is_empty() {
+            series.push((lock.clone(), pts));
+        }
+    }
+    let all = series.iter().flat_map(|s| s.1.iter());
+    let (mut xmax, mut ymin, mut ymax) = (1.0f64, f64::INFINITY, 0.0f64);
+    for &(x, y) in all {
+        xmax = xmax.max(x);
+        ymin = ymin.min(y);
+        ymax = ymax.max(y);
+    }
+    if !ymin.is_finite() {
+        return Ok(());
+    }
+
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let x_fmt = |v: &f64| format!("{}", 2f64.powf(*v).round());
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70);
+    let xr = -0.2f64..xmax + 0.2;
+    let ticks = xmax.round() as usize + 1;
+    macro_rules! draw {
+        ($chart:ident, $ydesc:expr) => {{
+            $chart
+                .configure_mesh()
+                .x_labels(ticks)
+                .x_label_formatter(&x_fmt)
+                .x_desc("threads (2 cores: above 2 is oversubscribed)")
+                .y_desc($ydesc)
+                .draw()?;
+            for (i, (lock, pts)) in series.iter().enumerate() {
+                let idx = locks.iter().position(|l| l == lock).unwrap_or(i);
+                let color = PALETTE[idx % PALETTE.len()];
+                let width = if lock == "spinbit" { 3 } else { 1 };
+                let style = ShapeStyle::from(&color).stroke_width(width);
+                $chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), style))?
+                    .label(lock.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width))
+                    });
+                $chart.draw_series(
+                    pts.iter().map(|&p| Circle::new(p, 3, ShapeStyle::from(&color).filled())),
+                )?;
+            }
+            $chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+        }};
+    }
+    match metric {
+        Metric::Throughput => {
+            let mut chart = builder.build_cartesian_2d(xr, 0f64..ymax * 1.1)?;
+            draw!(chart, "million lock+unlock per second, all threads");
+        }
+        Metric::Cpu => {
+            let yr = (ymin * 0.8..ymax * 1.25).log_scale();
+            let mut chart = builder.build_cartesian_2d(xr, yr)?;
+            draw!(chart, "CPU ns per lock+unlock (log scale)");
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The report
+// ---------------------------------------------------------------------------
+
+fn report(input: &Path, out_dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let text =
+        std::fs::read_to_string(input).map_err(|e| format!("reading {}: {e}", input.display()))?;
+    let mut meta = Json::Null;
+    let mut cells: Vec<Cell> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let j = parse(line).map_err(|e| format!("{}:{}: {e}", input.display(), n + 1))?;
+        if j.str("bench") == "meta" {
+            meta = j;
+            continue;
+        }
+        let row = Row::from(&j);
+        match cells.iter_mut().find(|c| c.group == row.group) {
+            Some(c) => c.rows.push(row),
+            None => cells.push(Cell { group: row.group.clone(), rows: vec![row] }),
+        }
+    }
+    if cells.is_empty() {
+        return Err(format!("{}: no results", input.display()).into());
+    }
+    let target = match meta.str("target") {
+        "" => input.file_stem().and_then(|s| s.to_str()).unwrap_or("unknown").to_string(),
+        t => t.to_string(),
+    };
+    let arch = target.split('-').next().unwrap_or("unknown").to_string();
+    let emulated = meta.bool("emulated") || cells.iter().any(|c| c.first().emulated);
+    let mut locks: Vec<String> = match meta.get("locks") {
+        Json::Arr(v) => v
+            .iter()
+            .filter_map(|l| match l {
+                Json::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    for c in &cells {
+        for r in &c.rows {
+            if !locks.contains(&r.lock) {
+                locks.push(r.lock.clone());
+            }
+        }
+    }
+
+    std::fs::create_dir_all(out_dir)?;
+    let mut md = String::new();
+    let w = &mut md;
+    writeln!(w, "# spinbit benchmarks: {target}\n")?;
+    writeln!(
+        w,
+        "Generated by `examples/bench_report.rs` from the companion metrics of \
+         `benches/mutex.rs`; the header of that file describes the method.\n"
+    )?;
+    if emulated {
+        writeln!(
+            w,
+            "> **Emulated run.** These numbers were taken under an emulator \
+             (qemu-user on a host of another architecture). They show that the \
+             benchmarks build and run on {arch}; the timings, ratios and \
+             charts are meaningless. Real {arch} figures come from a native \
+             runner.\n"
+        )?;
+    }
+
+    writeln!(w, "## Machine\n")?;
+    writeln!(w, "| | |\n|---|---|")?;
+    writeln!(w, "| target | `{target}`{} |", if emulated { " (emulated)" } else { "" })?;
+    writeln!(w, "| CPU | {} |", meta.str("cpu"))?;
+    let cores = meta.num("cores");
+    writeln!(w, "| cores | {} |", f_num(cores, 0))?;
+    writeln!(w, "| kernel | {} |", meta.str("kernel"))?;
+    writeln!(w, "| rustc (when the report was made) | {} |", rustc_version())?;
+    let unix = meta.num("unix_time");
+    if unix.is_finite() {
+        writeln!(w, "| date of the run | {} |", date(unix as i64))?;
+    }
+    writeln!(
+        w,
+        "| profile | {}: {} interleaved repetitions of {} ms windows per lock and cell, medians |",
+        meta.str("profile"),
+        f_num(meta.num("reps"), 0),
+        f_num(meta.num("window_ms"), 0)
+    )?;
+    writeln!(
+        w,
+        "| calibration | one work step = {} ns; one latency tick = {} ns |",
+        f_num(meta.num("unit_ns"), 3),
+        f_num(meta.num("tick_ns"), 3)
+    )?;
+    writeln!(w)?;
+
+    writeln!(w, "## Command\n")?;
+    writeln!(w, "```sh")?;
+    let cmd = meta.str("command");
+    if !cmd.is_empty() {
+        writeln!(w, "{cmd}")?;
+    }
+    let input_shown =
+        input.strip_prefix(std::env::current_dir().unwrap_or_default()).unwrap_or(input);
+    writeln!(w, "cargo run --release --example bench_report -- {}", input_shown.display())?;
+    writeln!(w, "```\n")?;
+
+    writeln!(w, "## Reading the tables\n")?;
+    writeln!(
+        w,
+        "* **Mops/s**: million lock+unlock (handoff: handoffs; queue: pushes and pops) \
+         per second, all threads together.\n\
+         * **CPU ns/op**: user+sys CPU time of the process per operation \
+         (`getrusage`), so spinning and futex traffic count.\n\
+         * **fairness**: fewest / most operations of any thread (1 = even, \
+         0 = a thread starved for the whole window).\n\
+         * **p50 / p99 / p99.9 / max**: time spent in `lock()` (below 1 µs \
+         critical sections: every 8th acquisition is timed).\n\
+         * **ctxsw/op**: voluntary + involuntary context switches per operation.\n\
+         * **spinbit / best peer**: throughput ratio against the fastest peer \
+         (above 1: spinbit is faster) and CPU-per-op ratio against the \
+         cheapest peer (below 1: spinbit burns less). Peers are every lock but \
+         spinbit and its ablations (`spinbit-nospin`: nobody spins; \
+         `spinbit-allspin`: every waiter spins).\n\
+         * The machine may be shared and noisy: compare locks within one \
+         run, not across runs.\n"
+    )?;
+
+    // Summary.
+    writeln!(w, "## Summary: spinbit / best peer\n")?;
+    writeln!(
+        w,
+        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer | fairness spinbit | best peer fairness |"
+    )?;
+    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|")?;
+    for c in &cells {
+        let Some(r) = c.ratios() else { continue };
+        let s = c.rows.iter().find(|r| r.lock == "spinbit");
+        writeln!(
+            w,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+            c.group,
+            f_mops(s.map_or(f64::NAN, |s| s.mops)),
+            f_num(r.thrpt, 2),
+            r.thrpt_peer,
+            f_num(r.cpu, 2),
+            r.cpu_peer,
+            f_num(r.fair, 2),
+            f_num(r.peer_fair, 2),
+        )?;
+    }
+    writeln!(w)?;
+
+    // Charts: headline (cs, think) pairs that have several thread counts.
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for c in &cells {
+        let r = c.first();
+        if r.bench == "contended" && !pairs.contains(&(r.cs, r.think)) {
+            pairs.push((r.cs, r.think));
+        }
+    }
+    let headline: [(u32, u32); 6] =
+        [(0, 0), (100, 1000), (1000, 0), (1000, 10_000), (10_000, 0), (10_000, 100_000)];
+    let mut charts = Vec::new();
+    for &(cs, think) in headline.iter().filter(|p| pairs.contains(p)) {
+        let group: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| {
+                let r = c.first();
+                r.bench == "contended" && r.cs == cs && r.think == think
+            })
+            .collect();
+        if group.len() < 2 {
+            continue;
+        }
+        let label = format!("critical section {}, think {}", f_ns(cs as f64), f_ns(think as f64));
+        let emu = if emulated { " [EMULATED: meaningless]" } else { "" };
+        for (metric, kind, what) in [
+            (Metric::Throughput, "throughput", "throughput"),
+            (Metric::Cpu, "cpu", "CPU per operation"),
+        ] {
+            let name = format!("{arch}-{kind}-cs{cs}-think{think}.svg");
+            chart(
+                &out_dir.join(&name),
+                &format!("{target}: {what}, {label}{emu}"),
+                metric,
+                &locks,
+                &group,
+            )?;
+            charts.push((format!("{what}, {label}"), name));
+        }
+    }
+    if !charts.is_empty() {
+        writeln!(w, "## Charts\n")?;
+        for (alt, name) in &charts {
+            writeln!(w, "![{alt}]({name})\n")?;
+        }
+    }
+
+    // Every cell.
+    writeln!(w, "## Every cell\n")?;
+    for c in &cells {
+        writeln!(w, "### `{}`\n", c.group)?;
+        writeln!(w, "{}.\n", describe_cell(c))?;
+        writeln!(
+            w,
+            "| lock | Mops/s | CPU ns/op | fairness | p50 | p99 | p99.9 | max | ctxsw/op |"
+        )?;
+        writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        for r in &c.rows {
+            let name = if r.lock == "spinbit" { format!("**{}**", r.lock) } else { r.lock.clone() };
+            writeln!(
+                w,
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                f_mops(r.mops),
+                f_num(r.cpu, 0),
+                f_num(r.fairness, 2),
+                f_ns(r.p50),
+                f_ns(r.p99),
+                f_ns(r.p999),
+                f_ns(r.max),
+                f_num(r.ctxsw, 3),
+            )?;
+        }
+        if let Some(r) = c.ratios() {
+            writeln!(
+                w,
+                "\nspinbit / best peer: throughput **{}** (fastest peer: {}), \
+                 CPU per op **{}** (cheapest peer: {}).",
+                f_num(r.thrpt, 2),
+                r.thrpt_peer,
+                f_num(r.cpu, 2),
+                r.cpu_peer
+            )?;
+        }
+        writeln!(w)?;
+    }
+
+    let path = out_dir.join(format!("{arch}.md"));
+    std::fs::write(&path, md)?;
+    Ok(path)
+}
+
+fn main() {
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--out" => out_dir = args.next().expect("--out needs a directory").into(),
+            "-h" | "--help" => {
+                eprintln!(
+                    "usage: bench_report [FILE.jsonl ...] [--out DIR]\n\
+                     default input: target/spinbit-bench/*.jsonl (or $SPINBIT_BENCH_OUT); \
+                     default DIR: benches/results"
+                );
+                return;
+            }
+            _ => inputs.push(a.into()),
+        }
+    }
+    if inputs.is_empty() {
+        if let Some(p) = std::env::var_os("SPINBIT_BENCH_OUT") {
+            inputs.push(p.into());
+        } else {
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+            let dir = target_dir.join("spinbit-bench");
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                inputs.extend(
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "jsonl")),
+                );
+            }
+            inputs.sort();
+            if inputs.is_empty() {
+                eprintln!("no results in {}: run `cargo bench --bench mutex` first", dir.display());
+                std::process::exit(1);
+            }
+        }
+    }
+    let mut failed = false;
+    for input in &inputs {
+        match report(input, &out_dir) {
+            Ok(path) => println!("{} -> {}", input.display(), path.display()),
+            Err(e) => {
+                eprintln!("{}: {e}", input.display());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}

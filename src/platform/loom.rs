@@ -1,0 +1,231 @@
+//! The model-checking platform: loom atomics, loom-tracked node cells, and a
+//! futex model, so that loom explores the real algorithm in `crate::lock`.
+//!
+//! # The futex model
+//!
+//! Like the kernel, the model keeps one table of blocked waiters keyed by
+//! address, behind one lock (loom's `Mutex`, whose hand-offs loom orders):
+//!
+//! * `wait(word, expected)` takes the table lock, compares the word with
+//!   `expected` and returns at once if they differ (the kernel's EAGAIN);
+//!   otherwise it registers under the word's address and **blocks for real**
+//!   on a loom `Condvar` until a wake names it. A waiter that nobody wakes
+//!   stays blocked, and loom reports the execution as a deadlock: that is how
+//!   a lost wakeup shows.
+//! * `wake(addr, n)` takes the table lock and marks up to `n` waiters
+//!   registered under `addr` as woken; it only uses the address as a key, so
+//!   waking a node whose thread has returned touches no freed memory.
+//! * Spurious returns: the first `SPURIOUS` waits of an execution that would
+//!   block return at once instead, wherever the schedule puts them, so the
+//!   models explore a waiter that wakes with nobody having woken it.
+//!
+//! The spin budget is one iteration (`now` and the deadline are both 0), so
+//! every spin loop is finite and the state space stays small. The spin hint
+//! and the yield are no-ops: they are hints with no semantics, and loom's
+//! yield would force a thread switch, hiding the schedules where a spinner
+//! runs on.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+
+use loom::sync::atomic::{AtomicU32, AtomicUsize};
+use loom::sync::{Condvar, Mutex};
+
+use super::{Event, Fault, NodeCell, Parker, Platform, StateWord};
+
+/// Faults by number, for the const parameter.
+pub(crate) const fn fault(n: u8) -> Fault {
+    match n {
+        0 => Fault::None,
+        1 => Fault::KeepSpinningOnPush,
+        2 => Fault::SkipWake,
+        3 => Fault::AbandonWakeWhenLocked,
+        4 => Fault::WaitWithoutCompare,
+        _ => Fault::RelaxedPopRetry,
+    }
+}
+
+/// The loom platform: `FAULT` picks a deliberate bug (0 = none), `SPURIOUS`
+/// the number of spurious futex returns per execution, `MAX_PASSES` the wake
+/// policy.
+pub(crate) struct Loom<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32>;
+
+impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32> Platform
+    for Loom<FAULT, SPURIOUS, MAX_PASSES>
+{
+    type State = LoomState;
+    type Cell<T: Copy> = LoomCell<T>;
+    type Parker = FutexModel<FAULT, SPURIOUS>;
+    const MAX_PASSES: u32 = MAX_PASSES;
+    const FAULT: Fault = fault(FAULT);
+
+    // Both are scheduling hints with no semantics; loom's versions would
+    // force a switch to another thread and hide the interleavings where the
+    // spinner runs on. Every spin loop is bounded by the one-iteration
+    // budget, so loom needs no yield to make progress.
+    fn spin_hint() {}
+    fn yield_now() {}
+    fn now() -> u64 {
+        0
+    }
+    fn spin_deadline() -> u64 {
+        0
+    }
+    fn record(event: Event) {
+        crate::model::record(event);
+    }
+}
+
+/// The state word as a loom `AtomicUsize` (loom's `AtomicPtr` has no
+/// `fetch_or`). The model never runs under Miri, so exposing provenance to
+/// cross the integer boundary is fine here; the native platform keeps strict
+/// provenance.
+pub(crate) struct LoomState(AtomicUsize);
+
+impl LoomState {
+    pub(crate) fn new() -> Self {
+        LoomState(AtomicUsize::new(0))
+    }
+}
+
+fn to_ptr<N>(addr: usize) -> *mut N {
+    ptr::with_exposed_provenance_mut(addr)
+}
+
+impl<N> StateWord<N> for LoomState {
+    fn load(&self, order: Ordering) -> *mut N {
+        to_ptr(self.0.load(order))
+    }
+    fn compare_exchange(
+        &self,
+        current: *mut N,
+        new: *mut N,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut N, *mut N> {
+        self.0
+            .compare_exchange(
+                current.expose_provenance(),
+                new.expose_provenance(),
+                success,
+                failure,
+            )
+            .map(to_ptr)
+            .map_err(to_ptr)
+    }
+    fn fetch_or(&self, bits: usize, order: Ordering) -> *mut N {
+        to_ptr(self.0.fetch_or(bits, order))
+    }
+    fn fetch_and(&self, bits: usize, order: Ordering) -> *mut N {
+        to_ptr(self.0.fetch_and(bits, order))
+    }
+    fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N {
+        to_ptr(self.0.fetch_sub(bits, order))
+    }
+}
+
+/// A node field whose every access loom checks for data races.
+pub(crate) struct LoomCell<T>(loom::cell::UnsafeCell<T>);
+
+impl<T: Copy> NodeCell<T> for LoomCell<T> {
+    #[track_caller]
+    fn new(value: T) -> Self {
+        LoomCell(loom::cell::UnsafeCell::new(value))
+    }
+    #[track_caller]
+    unsafe fn get(&self) -> T {
+        // SAFETY: loom checks the caller's no-race promise.
+        self.0.with(|p| unsafe { *p })
+    }
+    #[track_caller]
+    unsafe fn set(&self, value: T) {
+        // SAFETY: loom checks the caller's no-race promise.
+        self.0.with_mut(|p| unsafe { *p = value })
+    }
+}
+
+const AWAKE: u32 = 0;
+const PARKED: u32 = 1;
+
+/// A node's futex word, parked on through the futex model.
+pub(crate) struct FutexModel<const FAULT: u8, const SPURIOUS: usize> {
+    word: AtomicU32,
+}
+
+impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIOUS> {
+    fn new() -> Self {
+        FutexModel { word: AtomicU32::new(AWAKE) }
+    }
+    fn prepare(&self) {
+        self.word.store(PARKED, Ordering::Relaxed);
+    }
+    fn park(&self) {
+        while self.word.load(Ordering::Acquire) == PARKED {
+            futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
+        }
+    }
+    unsafe fn unpark(this: *const Self) {
+        // SAFETY: live until the store, as the trait requires.
+        let word = unsafe { &raw const (*this).word };
+        // SAFETY: as above; nothing below dereferences `word`.
+        unsafe { (*word).store(AWAKE, Ordering::Release) };
+        futex_wake(word.addr(), 1);
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    /// (address, waiter id) of every blocked waiter.
+    blocked: Vec<(usize, usize)>,
+    /// Ids that a wake has released and that have not returned yet.
+    released: Vec<usize>,
+    next_id: usize,
+    spurious_used: usize,
+}
+
+struct Futexes {
+    table: Mutex<Table>,
+    changed: Condvar,
+}
+
+loom::lazy_static! {
+    static ref FUTEXES: Futexes = Futexes { table: Mutex::new(Table::default()), changed: Condvar::new() };
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, spurious: usize, no_compare: bool) {
+    let mut t = FUTEXES.table.lock().unwrap();
+    // Relaxed: the table lock orders this load after any waker's store that
+    // precedes its wake (which takes the same lock).
+    if !no_compare && word.load(Ordering::Relaxed) != expected {
+        return;
+    }
+    if t.spurious_used < spurious {
+        t.spurious_used += 1;
+        crate::model::record_spurious();
+        return;
+    }
+    let id = t.next_id;
+    t.next_id += 1;
+    t.blocked.push((ptr::from_ref(word).addr(), id));
+    loop {
+        t = FUTEXES.changed.wait(t).unwrap();
+        if let Some(i) = t.released.iter().position(|&r| r == id) {
+            t.released.swap_remove(i);
+            return;
+        }
+    }
+}
+
+fn futex_wake(addr: usize, n: usize) {
+    let mut t = FUTEXES.table.lock().unwrap();
+    let mut woken = 0;
+    while woken < n {
+        let Some(i) = t.blocked.iter().position(|&(a, _)| a == addr) else { break };
+        let (_, id) = t.blocked.remove(i);
+        t.released.push(id);
+        woken += 1;
+    }
+    if woken > 0 {
+        FUTEXES.changed.notify_all();
+    }
+}
