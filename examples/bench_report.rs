@@ -455,11 +455,14 @@ fn chart(
     let xr = -0.2f64..xmax + 0.2;
     let ticks = xmax.round() as usize + 1;
     macro_rules! draw {
-        ($chart:ident, $ydesc:expr) => {{
+        ($chart:ident, $ydesc:expr, $yfmt:expr) => {{
             $chart
                 .configure_mesh()
                 .x_labels(ticks)
+                .y_labels(12)
+                .light_line_style(TRANSPARENT)
                 .x_label_formatter(&x_fmt)
+                .y_label_formatter(&$yfmt)
                 .x_desc("threads (2 cores: above 2 is oversubscribed)")
                 .y_desc($ydesc)
                 .draw()?;
@@ -489,12 +492,26 @@ fn chart(
     match metric {
         Metric::Throughput => {
             let mut chart = builder.build_cartesian_2d(xr, 0f64..ymax * 1.1)?;
-            draw!(chart, "million lock+unlock per second, all threads");
+            draw!(chart, "million lock+unlock per second, all threads", |v: &f64| format!(
+                "{v:.1}"
+            ));
         }
         Metric::Cpu => {
-            let yr = (ymin * 0.8..ymax * 1.25).log_scale();
+            let (lo, hi) = (ymin * 0.8, ymax * 1.25);
+            // Labels at 1, 2, 5 x powers of ten.
+            let mut keys = Vec::new();
+            let mut decade = 10f64.powf(lo.log10().floor());
+            while decade <= hi {
+                keys.extend(
+                    [decade, 2.0 * decade, 5.0 * decade]
+                        .into_iter()
+                        .filter(|k| (lo..=hi).contains(k)),
+                );
+                decade *= 10.0;
+            }
+            let yr = (lo..hi).log_scale().with_key_points(keys);
             let mut chart = builder.build_cartesian_2d(xr, yr)?;
-            draw!(chart, "CPU ns per lock+unlock (log scale)");
+            draw!(chart, "CPU ns per lock+unlock (log scale)", |v: &f64| format!("{v:.0}"));
         }
     }
     root.present()?;
