@@ -96,14 +96,19 @@
 //! # How a window fits criterion
 //!
 //! Criterion asks for `N` iterations and wants the time they took. Each
-//! criterion call runs one window of `N x` (the lock's time per operation in
-//! this cell, known from the companion pass), at least 1 ms, and returns the
-//! window's elapsed time scaled to `N` operations: `elapsed * N / ops`. So
-//! every sample criterion sees is a real fixed-duration window of about the
-//! length it asked for, and its per-iteration time is the window's time per
-//! operation: throughput is the reciprocal. Groups use flat sampling (every
-//! sample the same length) and `Throughput::Elements(1)`, so criterion prints
-//! operations per second.
+//! criterion call runs one window and returns its elapsed time scaled to `N`
+//! operations: `elapsed * N / ops`, i.e. `N` times the window's time per
+//! operation. The window lasts `measurement time / sample size` (the length
+//! of one criterion sample), or longer when `N` operations at the rate the
+//! companion pass measured would take longer, and in any case until the
+//! threads have done `N` operations. Criterion sizes `N` from its warm-up's
+//! *wall-clock* time per iteration, which here includes spawning and joining
+//! the threads and the window's fixed length, so its `N` is small and the
+//! window length is what governs the run time: warm-up plus `sample size`
+//! windows per lock and cell. The per-iteration time criterion reports is
+//! the windows' time per operation, its throughput their operations per
+//! second. Groups use flat sampling (every sample the same length) and
+//! `Throughput::Elements(1)`.
 //!
 //! # Profiles and the time budget
 //!
@@ -1257,6 +1262,8 @@ fn main() {
         .nresamples(5000)
         .configure_from_args();
 
+    // The window of one criterion sample (see "How a window fits criterion").
+    let sample_window = profile.measurement / profile.sample_size as u32;
     let started = Instant::now();
     for &cell in &cells {
         let group_name = cell.group();
@@ -1315,7 +1322,8 @@ fn main() {
                 _ => {
                     group.bench_function(lock.name(), |b| {
                         b.iter_custom(|n| {
-                            let dur = Duration::from_secs_f64((n as f64 * est * 1e-9).max(1e-3));
+                            let dur =
+                                sample_window.max(Duration::from_secs_f64(n as f64 * est * 1e-9));
                             let s = with_family!(lock, F => run_cell::<F>(cell, dur, n, cal));
                             Duration::from_secs_f64(s.secs * n as f64 / s.ops.max(1) as f64)
                         })

@@ -325,6 +325,16 @@ impl<P: Platform> Lock<P> {
     }
 }
 
+/// The node below `node` on the stack.
+///
+/// # Safety
+/// The caller holds STACK_LOCKED and `node` is linked.
+#[cfg(test)]
+pub(crate) unsafe fn next_of<P: Platform>(node: *mut Node<P>) -> *mut Node<P> {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).next.get() }
+}
+
 /// The failure ordering of the CAS in `pop`: Acquire, except in the
 /// deliberately broken model that shows loom catches its absence.
 #[inline(always)]

@@ -1,0 +1,245 @@
+//! Behaviour of `spinbit::Mutex` through its public API.
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use lock_api::RawMutex as _;
+use spinbit::{MappedMutexGuard, Mutex, MutexGuard, RawMutex};
+
+/// Acquisitions across all threads of one `exclusion` run. Miri is ~1000x
+/// slower, so it runs a token amount.
+const TOTAL: u64 = if cfg!(miri) { 400 } else { 2_000_000 };
+
+/// Data that loses updates without mutual exclusion: a plain read, a
+/// compiler-opaque pause, a plain write, plus a second word that must always
+/// equal the first.
+struct Racy {
+    a: UnsafeCell<u64>,
+    b: UnsafeCell<u64>,
+}
+
+// SAFETY: only accessed under `RawMutex` in `exclusion`.
+unsafe impl Sync for Racy {}
+
+fn exclusion(threads: u64) {
+    let lock = CachePadded::new(RawMutex::INIT);
+    let data = CachePadded::new(Racy { a: UnsafeCell::new(0), b: UnsafeCell::new(0) });
+    let per_thread = TOTAL / threads;
+    thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..per_thread {
+                    let guard = lock.lock();
+                    // SAFETY: the lock is held.
+                    unsafe {
+                        let a = *data.a.get();
+                        assert_eq!(a, *data.b.get(), "torn critical section");
+                        *data.a.get() = std::hint::black_box(a) + 1;
+                        *data.b.get() = a + 1;
+                        lock.unlock(guard);
+                    }
+                }
+            });
+        }
+    });
+    // SAFETY: all threads joined.
+    assert_eq!(unsafe { *data.a.get() }, per_thread * threads);
+    assert!(!lock.is_locked());
+}
+
+#[test]
+fn exclusion_1_thread() {
+    exclusion(1);
+}
+
+#[test]
+fn exclusion_2_threads() {
+    exclusion(2);
+}
+
+#[test]
+fn exclusion_4_threads() {
+    exclusion(4);
+}
+
+#[test]
+fn exclusion_16_threads() {
+    exclusion(16);
+}
+
+#[test]
+fn exclusion_64_threads() {
+    exclusion(if cfg!(miri) { 8 } else { 64 });
+}
+
+#[test]
+fn exclusion_with_long_critical_sections_and_sleeps() {
+    // Holders that sometimes sleep inside the lock force waiters through the
+    // park/wake path over and over.
+    let m = Arc::new(Mutex::new(0u64));
+    let rounds = if cfg!(miri) { 5 } else { 200 };
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let m = m.clone();
+            thread::spawn(move || {
+                for r in 0..rounds {
+                    let mut g = m.lock();
+                    *g += 1;
+                    if (r + i) % 16 == 0 {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(*m.lock(), 8 * rounds);
+}
+
+#[test]
+fn try_lock() {
+    let m = Mutex::new(1);
+    let g = m.try_lock().expect("free mutex");
+    assert!(m.try_lock().is_none(), "held mutex");
+    thread::scope(|s| {
+        s.spawn(|| assert!(m.try_lock().is_none(), "held by another thread"));
+    });
+    drop(g);
+    assert_eq!(*m.try_lock().expect("released"), 1);
+}
+
+#[test]
+fn is_locked() {
+    let m = Mutex::new(());
+    assert!(!m.is_locked());
+    let g = m.lock();
+    assert!(m.is_locked());
+    drop(g);
+    assert!(!m.is_locked());
+}
+
+#[test]
+fn panic_in_critical_section_releases_the_lock() {
+    let m = Arc::new(Mutex::new(0));
+    let m2 = m.clone();
+    let r = thread::spawn(move || {
+        let mut g = m2.lock();
+        *g += 1;
+        panic!("boom inside the lock");
+    })
+    .join();
+    assert!(r.is_err());
+    assert!(!m.is_locked());
+    // No poisoning, as with parking_lot.
+    *m.lock() += 1;
+    assert_eq!(*m.lock(), 2);
+}
+
+static JOBS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+#[test]
+fn static_mutex() {
+    thread::scope(|s| {
+        for i in 0..4 {
+            s.spawn(move || JOBS.lock().push(i));
+        }
+    });
+    let mut jobs = JOBS.lock().clone();
+    jobs.sort();
+    assert_eq!(jobs, [0, 1, 2, 3]);
+}
+
+#[test]
+fn thousands_of_mutexes() {
+    // Prime, so every odd stride below visits each mutex once per round.
+    let n = if cfg!(miri) { 61 } else { 10_007 };
+    let mutexes: Vec<Mutex<u64>> = (0..n).map(|_| Mutex::new(0)).collect();
+    let threads = 4;
+    thread::scope(|s| {
+        for t in 0..threads {
+            let mutexes = &mutexes;
+            s.spawn(move || {
+                for round in 0..4 {
+                    for i in 0..mutexes.len() {
+                        // Different threads walk in different orders.
+                        let j = (i * (2 * t + 1) + round) % mutexes.len();
+                        *mutexes[j].lock() += 1;
+                    }
+                }
+            });
+        }
+    });
+    assert!(mutexes.iter().all(|m| *m.lock() == threads as u64 * 4));
+}
+
+#[test]
+fn a_mutex_moved_while_unlocked_still_works() {
+    let m = Mutex::new(String::from("a"));
+    m.lock().push('b');
+    let moved = Box::new(m);
+    moved.lock().push('c');
+    let arc = Arc::new(*moved);
+    let a2 = arc.clone();
+    thread::spawn(move || a2.lock().push('d')).join().unwrap();
+    assert_eq!(Arc::try_unwrap(arc).unwrap().into_inner(), "abcd");
+}
+
+#[test]
+fn guards_map_and_send() {
+    let m = Mutex::new((1, String::from("x")));
+    {
+        let g: MutexGuard<'_, (i32, String)> = m.lock();
+        let mut s: MappedMutexGuard<'_, String> = MutexGuard::map(g, |t| &mut t.1);
+        s.push('y');
+    }
+    assert_eq!(m.lock().1, "xy");
+    // The guard is Send: another thread may unlock.
+    let g = m.lock();
+    thread::scope(|s| {
+        s.spawn(move || drop(g));
+    });
+    assert!(!m.is_locked());
+}
+
+#[test]
+fn holder_that_sleeps_makes_waiters_wait() {
+    // Waiters must not get in while the holder sleeps, and all must get in
+    // after it releases.
+    let m = Arc::new(Mutex::new(Vec::new()));
+    let started = Arc::new(AtomicBool::new(false));
+    let g = m.lock();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (m, started) = (m.clone(), started.clone());
+            thread::spawn(move || {
+                started.store(true, Relaxed);
+                m.lock().push(i);
+            })
+        })
+        .collect();
+    while !started.load(Relaxed) {
+        thread::yield_now();
+    }
+    thread::sleep(Duration::from_millis(if cfg!(miri) { 1 } else { 20 }));
+    assert!(m.is_locked());
+    drop(g);
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let mut v = m.lock().clone();
+    v.sort();
+    assert_eq!(v, [0, 1, 2, 3]);
+}
+
+#[test]
+fn raw_mutex_is_one_word_and_debug_prints() {
+    assert_eq!(std::mem::size_of::<RawMutex>(), std::mem::size_of::<usize>());
+    let m = RawMutex::new();
+    assert_eq!(format!("{m:?}"), "RawMutex { locked: false }");
+    let guard = m.lock();
+    assert_eq!(format!("{m:?}"), "RawMutex { locked: true }");
+    // SAFETY: locked above.
+    unsafe { m.unlock(guard) };
+}
