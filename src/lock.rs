@@ -130,11 +130,8 @@ impl<P: Platform> Lock<P> {
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
-                let f = flags(s) | LOCKED;
-                let new = with_flags(s, if spinner { f & !SPINNING } else { f });
-                // Acquire: as in `try_lock`.
-                match self.state.compare_exchange(s, new, Acquire, Relaxed) {
-                    Ok(_) => return,
+                match self.acquire_from(s, spinner) {
+                    Ok(()) => return,
                     Err(now) => {
                         s = now;
                         continue;
@@ -160,8 +157,13 @@ impl<P: Platform> Lock<P> {
                 if spinner || from_tail || P::SPIN == SpinPolicy::All {
                     may_spin = false;
                     P::record(Event::Spun);
-                    s = self.spin();
-                    continue;
+                    match self.spin(spinner) {
+                        Ok(()) => return,
+                        Err(now) => {
+                            s = now;
+                            continue;
+                        }
+                    }
                 }
             }
             // Sleep: link to the current top and publish ourselves as the new
@@ -199,22 +201,40 @@ impl<P: Platform> Lock<P> {
         }
     }
 
-    /// One spin episode: busy-wait until the lock looks free or the budget is
-    /// spent, then yield the CPU once. Returns a fresh look at the word.
-    fn spin(&self) -> *mut Node<P> {
+    /// One CAS that takes the lock from `s` (which has LOCKED clear),
+    /// keeping the other bits and dropping SPINNING if we hold it.
+    #[inline(always)]
+    fn acquire_from(&self, s: *mut Node<P>, spinner: bool) -> Result<(), *mut Node<P>> {
+        let f = flags(s) | LOCKED;
+        let new = with_flags(s, if spinner { f & !SPINNING } else { f });
+        // Acquire: as in `try_lock`.
+        self.state.compare_exchange(s, new, Acquire, Relaxed).map(drop)
+    }
+
+    /// One spin episode: until the budget is spent, take the lock whenever it
+    /// looks free (a lost race does not end the episode); then yield the CPU
+    /// once. Returns a fresh look at the word if the lock was not taken.
+    fn spin(&self, spinner: bool) -> Result<(), *mut Node<P>> {
         let deadline = P::spin_deadline();
+        let mut s = self.state.load(Relaxed);
         loop {
-            P::spin_hint();
-            let s = self.state.load(Relaxed);
             if s.addr() & LOCKED == 0 {
-                return s;
+                match self.acquire_from(s, spinner) {
+                    Ok(()) => return Ok(()),
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
             }
             if P::now() >= deadline {
                 break;
             }
+            P::spin_hint();
+            s = self.state.load(Relaxed);
         }
         P::yield_now();
-        self.state.load(Relaxed)
+        Err(self.state.load(Relaxed))
     }
 
     /// # Safety
