@@ -211,6 +211,8 @@ impl<T: Send> BenchMutex<T> for std::sync::Mutex<T> {
 /// glibc's `pthread_mutex_t`, the default kind or `PTHREAD_MUTEX_ADAPTIVE_NP`.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod pthread {
+    use std::marker::PhantomData;
+
     use super::{BenchMutex, CachePadded, Deref, DerefMut, UnsafeCell};
 
     pub struct PthreadMutex<T, const ADAPTIVE: bool> {
@@ -231,6 +233,9 @@ mod pthread {
 
     pub struct PthreadGuard<'a, T, const A: bool> {
         mutex: &'a PthreadMutex<T, A>,
+        /// Neither `Send` nor `Sync`: a pthread mutex must be unlocked by the
+        /// thread that locked it.
+        _not_send: PhantomData<*const ()>,
     }
 
     impl<T: Send, const ADAPTIVE: bool> BenchMutex<T> for PthreadMutex<T, ADAPTIVE> {
@@ -265,7 +270,7 @@ mod pthread {
             // `drop`, which cannot run while `&self` is borrowed.
             let r = unsafe { libc::pthread_mutex_lock(self.raw.get()) };
             debug_assert_eq!(r, 0);
-            PthreadGuard { mutex: self }
+            PthreadGuard { mutex: self, _not_send: PhantomData }
         }
     }
 

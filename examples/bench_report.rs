@@ -1,7 +1,7 @@
 //! Turns the companion metrics of `cargo bench --bench mutex` into a report.
 //!
 //! ```text
-//! cargo run --release --example bench_report [-- [FILE.jsonl ...] [--out DIR]]
+//! cargo run --release --example bench_report [-- [FILE.jsonl ...] [--out DIR] [--source TEXT]]
 //! ```
 //!
 //! Reads each JSON-lines file the benchmark wrote (by default every
@@ -10,7 +10,8 @@
 //! command that produced the data, a summary of spinbit against the best
 //! peer, and one table per cell; plus SVG charts `DIR/<arch>-*.svg` of
 //! throughput and CPU per operation against the number of threads, one line
-//! per lock, for the headline (critical section, think) pairs.
+//! per lock, for the headline (critical section, think) pairs. `--source`
+//! adds a line saying what was measured (say, a commit).
 //!
 //! The best peer is the best lock that is neither spinbit nor one of its
 //! ablations: the highest throughput for the throughput ratio, the lowest
@@ -522,7 +523,11 @@ fn chart(
 // The report
 // ---------------------------------------------------------------------------
 
-fn report(input: &Path, out_dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+fn report(
+    input: &Path,
+    out_dir: &Path,
+    source: Option<&str>,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
     let text =
         std::fs::read_to_string(input).map_err(|e| format!("reading {}: {e}", input.display()))?;
     let mut meta = Json::Null;
@@ -592,6 +597,9 @@ fn report(input: &Path, out_dir: &Path) -> Result<PathBuf, Box<dyn std::error::E
     writeln!(w, "## Machine\n")?;
     writeln!(w, "| | |\n|---|---|")?;
     writeln!(w, "| target | `{target}`{} |", if emulated { " (emulated)" } else { "" })?;
+    if let Some(source) = source {
+        writeln!(w, "| source | {source} |")?;
+    }
     writeln!(w, "| CPU | {} |", meta.str("cpu"))?;
     let cores = meta.num("cores");
     writeln!(w, "| cores | {} |", f_num(cores, 0))?;
@@ -766,13 +774,15 @@ fn report(input: &Path, out_dir: &Path) -> Result<PathBuf, Box<dyn std::error::E
 fn main() {
     let mut inputs: Vec<PathBuf> = Vec::new();
     let mut out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results");
+    let mut source: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out_dir = args.next().expect("--out needs a directory").into(),
+            "--source" => source = Some(args.next().expect("--source needs a text")),
             "-h" | "--help" => {
                 eprintln!(
-                    "usage: bench_report [FILE.jsonl ...] [--out DIR]\n\
+                    "usage: bench_report [FILE.jsonl ...] [--out DIR] [--source TEXT]\n\
                      default input: target/spinbit-bench/*.jsonl (or $SPINBIT_BENCH_OUT); \
                      default DIR: benches/results"
                 );
@@ -804,7 +814,7 @@ fn main() {
     }
     let mut failed = false;
     for input in &inputs {
-        match report(input, &out_dir) {
+        match report(input, &out_dir, source.as_deref()) {
             Ok(path) => println!("{} -> {}", input.display(), path.display()),
             Err(e) => {
                 eprintln!("{}: {e}", input.display());
