@@ -34,6 +34,9 @@ pub(crate) struct Node<P: Platform> {
     tail: P::Cell<*mut Node<P>>,
     /// How many wakes have passed this node over while it was the tail.
     passes: P::Cell<u32>,
+    /// Set by the waker: the SPINNING bit came with the wake, so this thread
+    /// is the spinner when it runs.
+    handed_spin: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -44,6 +47,7 @@ impl<P: Platform> Node<P> {
             prev: NodeCell::new(ptr::null_mut()),
             tail: NodeCell::new(ptr::null_mut()),
             passes: NodeCell::new(0),
+            handed_spin: NodeCell::new(false),
             parker: Parker::new(),
         }
     }
@@ -187,12 +191,14 @@ impl<P: Platform> Lock<P> {
             // that will pop it.
             match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
                 Ok(_) => {
-                    spinner = false;
                     P::record(Event::Parked);
                     node.parker.park();
                     // SAFETY: we were popped; the waker's writes happened
                     // before its wake store, which `park` acquired.
-                    from_tail = unsafe { node.next.get() }.is_null();
+                    unsafe {
+                        from_tail = node.next.get().is_null();
+                        spinner = node.handed_spin.get() && P::FAULT != Fault::IgnoreHandedSpin;
+                    }
                     may_spin = P::SPIN != SpinPolicy::Never;
                     s = self.state.load(Relaxed);
                 }
@@ -284,53 +290,72 @@ impl<P: Platform> Lock<P> {
         unsafe { P::Parker::unpark(&raw const (*woken).parker) };
     }
 
-    /// Unlinks one waiter and releases STACK_LOCKED. Returns the waiter.
+    /// Unlinks one waiter and releases STACK_LOCKED. Returns the waiter,
+    /// with its `handed_spin` set.
+    ///
+    /// The release also sets SPINNING if it was clear, and the woken thread
+    /// owns it: until that thread runs, takes the lock or sleeps again, it is
+    /// the spinner, so unlocks in the meantime wake nobody else. Without this,
+    /// a holder that re-takes the lock at once would wake the whole stack,
+    /// one waiter per unlock, before the first woken thread even runs.
     ///
     /// # Safety
     /// The caller holds STACK_LOCKED, `s` is a recent value of the word, and
     /// the stack is not empty.
     unsafe fn pop(&self, mut s: *mut Node<P>) -> *mut Node<P> {
+        // The flags after the release, and whether SPINNING is ours to hand.
+        let release = |s: *mut Node<P>| (flags(s) & !STACK_LOCKED) | SPINNING;
+        let hands_spin = |s: *mut Node<P>| flags(s) & SPINNING == 0;
         loop {
             let top = head(s);
             // SAFETY: we hold STACK_LOCKED: nodes stay linked (their threads
             // stay blocked) until we unlink them, and we alone write links.
             unsafe {
                 let tail = find_tail(top);
-                let released = flags(s) & !STACK_LOCKED;
                 if tail == top {
                     // The only waiter: the stack becomes empty, unless a new
                     // node was pushed meanwhile (then retry with it on top).
-                    let empty = ptr::without_provenance_mut(released);
+                    let empty = ptr::without_provenance_mut(release(s));
                     // Failure Acquire: a failure means new nodes were pushed,
                     // and the retry walks them; their pushes' Release must be
                     // acquired first.
                     match self.state.compare_exchange(s, empty, Release, retry_order::<P>()) {
                         Ok(_) => {
                             P::record(Event::TailWake);
+                            (*top).handed_spin.set(hands_spin(s));
                             return top;
                         }
                         Err(now) => s = now,
                     }
                 } else if (*tail).passes.get() >= P::MAX_PASSES {
-                    // Wake the oldest. The top does not change, so the word
-                    // only loses STACK_LOCKED; new pushes cannot interfere.
+                    // Wake the oldest. The top does not change, so new pushes
+                    // cannot invalidate the unlink; the CAS loop only merges
+                    // the flags.
                     let newer = (*tail).prev.get();
                     (*newer).next.set(ptr::null_mut());
                     (*top).tail.set(newer);
                     // Release: our link edits, for the next stack owner.
-                    self.state.fetch_and(!STACK_LOCKED, Release);
+                    loop {
+                        let new = with_flags(s, release(s));
+                        match self.state.compare_exchange(s, new, Release, Relaxed) {
+                            Ok(_) => break,
+                            Err(now) => s = now,
+                        }
+                    }
                     P::record(Event::TailWake);
+                    (*tail).handed_spin.set(hands_spin(s));
                     return tail;
                 } else {
                     // Wake the newest; the tail has been passed over once more.
                     let next = (*top).next.get();
                     (*next).tail.set(tail);
                     (*tail).passes.set((*tail).passes.get() + 1);
-                    // Failure Acquire: as in the branch above.
-                    let new = with_flags(next, released);
+                    // Failure Acquire: as in the first branch.
+                    let new = with_flags(next, release(s));
                     match self.state.compare_exchange(s, new, Release, retry_order::<P>()) {
                         Ok(_) => {
                             P::record(Event::HeadWake);
+                            (*top).handed_spin.set(hands_spin(s));
                             return top;
                         }
                         Err(now) => {

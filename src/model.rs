@@ -251,3 +251,9 @@ fn broken_futex_wait_without_compare() {
 fn broken_pop_retry_reads_new_nodes_unsynchronised() {
     held_then_released::<5, 0, 0>(3, 3);
 }
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_woken_thread_ignores_handed_spinning_bit() {
+    held_then_released::<6, 0, 0>(2, 3);
+}

@@ -41,7 +41,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         2 => Fault::SkipWake,
         3 => Fault::AbandonWakeWhenLocked,
         4 => Fault::WaitWithoutCompare,
-        _ => Fault::RelaxedPopRetry,
+        5 => Fault::RelaxedPopRetry,
+        _ => Fault::IgnoreHandedSpin,
     }
 }
 

@@ -53,6 +53,9 @@ pub(crate) enum Fault {
     /// The stack owner retries a failed pop with a Relaxed look at the new
     /// top, so the nodes pushed meanwhile are read without synchronisation.
     RelaxedPopRetry,
+    /// A woken thread does not know it was handed SPINNING, so nobody
+    /// clears the bit and every later unlock skips its wake.
+    IgnoreHandedSpin,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
