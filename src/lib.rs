@@ -46,7 +46,12 @@
 //! sleepers, no spinner and no stack owner, the slow path takes `STACK_LOCKED`
 //! (leaving instead if the lock was re-taken, a spinner appeared or someone
 //! else owns the stack), unlinks one waiter, releases `STACK_LOCKED` in the
-//! same CAS that publishes the new head, and wakes the waiter.
+//! same CAS that publishes the new head, and wakes the waiter. That CAS also
+//! sets `SPINNING` if it was clear and hands it to the woken thread: until it
+//! runs and either takes the lock or sleeps again, it is the spinner, so the
+//! unlocks in between wake nobody else (without this, a holder that re-takes
+//! the lock at once would wake the whole stack before the first woken thread
+//! even runs).
 //!
 //! **Which waiter.** By default the oldest (the stack keeps an amortised O(1)
 //! cached tail with back links): a sleeping waiter is never passed over by a
@@ -65,7 +70,8 @@
 //! * `SPINNING` was set: the spinner leaves that role only by taking the lock
 //!   (its own unlock then sees the stack) or by pushing itself, which clears
 //!   `SPINNING` and succeeds only while the lock is held (that holder's unlock
-//!   sees the stack).
+//!   sees the stack). A woken thread that was handed the bit is a spinner
+//!   like any other.
 //! * `STACK_LOCKED` was set: its owner has already committed to waking one
 //!   waiter, and the woken thread takes the lock or sleeps again while it is
 //!   held; either way a later unlock looks at the stack.
@@ -96,6 +102,11 @@ mod platform;
 mod raw;
 #[cfg(test)]
 mod tests;
+
+/// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub use raw::RawMutex;
 
