@@ -15,6 +15,9 @@ pub(crate) const LOCKED: usize = 1;
 pub(crate) const SPINNING: usize = 2;
 /// One unlocker owns the waiter stack: only it may remove nodes.
 pub(crate) const STACK_LOCKED: usize = 4;
+/// The most spin hints a spinner executes between two looks at the word.
+const MAX_BACKOFF: u32 = 4;
+
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED;
 
@@ -223,6 +226,9 @@ impl<P: Platform> Lock<P> {
     fn spin(&self, spinner: bool) -> Result<(), *mut Node<P>> {
         let deadline = P::spin_deadline();
         let mut s = self.state.load(Relaxed);
+        // Spin hints between two looks at the word, doubling up to
+        // MAX_BACKOFF: each look pulls the cache line away from the holder.
+        let mut backoff = 1;
         loop {
             if s.addr() & LOCKED == 0 {
                 match self.acquire_from(s, spinner) {
@@ -236,7 +242,10 @@ impl<P: Platform> Lock<P> {
             if P::now() >= deadline {
                 break;
             }
-            P::spin_hint();
+            for _ in 0..backoff {
+                P::spin_hint();
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
             s = self.state.load(Relaxed);
         }
         P::yield_now();

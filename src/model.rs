@@ -2,9 +2,11 @@
 //! with the loom platform (`crate::platform::loom`), so loom explores the
 //! real code, and they run in plain `cargo test`.
 //!
-//! Bounds: loom explores every interleaving up to a preemption bound. The
-//! defaults below keep the whole set to about a minute on two cores; the
-//! deeper run of the README raises them with `LOOM_MAX_PREEMPTIONS`.
+//! Bounds: loom explores every interleaving up to a preemption bound. Each
+//! model has a default bound, which keeps the whole set to about a minute and
+//! a half of `cargo test` on two cores, and a deeper one, used when
+//! `SPINBIT_LOOM_DEEP` is set (the README's deeper run, in release mode).
+//! `LOOM_MAX_PREEMPTIONS`, if set, overrides both.
 //!
 //! Every model also checks that the interleaving it is named after happened
 //! in at least one explored execution (the slow-path events the algorithm
@@ -95,13 +97,25 @@ impl<const F: u8, const S: usize, const M: u32> Guarded<F, S, M> {
     }
 }
 
-/// Runs `f` under loom with `bound` preemptions (or `LOOM_MAX_PREEMPTIONS`)
+/// A model's preemption bounds: by default, and in the deeper run.
+#[derive(Clone, Copy)]
+struct Bound {
+    default: usize,
+    deep: usize,
+}
+
+const fn bound(default: usize, deep: usize) -> Bound {
+    Bound { default, deep }
+}
+
+/// Runs `f` under loom with the model's bound (or `LOOM_MAX_PREEMPTIONS`)
 /// and returns the events seen over all executions.
-fn explore(bound: usize, f: impl Fn() + Sync + Send + 'static) -> Seen {
+fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
     SEEN.with(|s| *s.borrow_mut() = Seen::default());
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(bound);
+        let deep = std::env::var_os("SPINBIT_LOOM_DEEP").is_some();
+        builder.preemption_bound = Some(if deep { bound.deep } else { bound.default });
     }
     builder.check(f);
     SEEN.with(|s| *s.borrow())
@@ -112,7 +126,7 @@ fn explore(bound: usize, f: impl Fn() + Sync + Send + 'static) -> Seen {
 fn exclusion<const F: u8, const S: usize, const M: u32>(
     threads: usize,
     rounds: usize,
-    bound: usize,
+    bound: Bound,
 ) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, S, M>::new();
@@ -129,7 +143,7 @@ fn exclusion<const F: u8, const S: usize, const M: u32>(
 /// releases it: waiters spin, sleep, get woken.
 fn held_then_released<const F: u8, const S: usize, const M: u32>(
     waiters: usize,
-    bound: usize,
+    bound: Bound,
 ) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, S, M>::new();
@@ -144,19 +158,19 @@ fn held_then_released<const F: u8, const S: usize, const M: u32>(
 
 #[test]
 fn two_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0>(2, 2, 3);
+    let seen = exclusion::<0, 0, 0>(2, 2, bound(3, 6));
     assert!(seen.parked > 0 && seen.spun > 0, "{seen:?}");
 }
 
 #[test]
 fn three_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0>(3, 1, 2);
+    let seen = exclusion::<0, 0, 0>(3, 1, bound(2, 4));
     assert!(seen.parked > 0, "{seen:?}");
 }
 
 #[test]
 fn try_lock_mixed_with_lock() {
-    explore(3, || {
+    explore(bound(3, 4), || {
         let g = Guarded::<0, 0, 0>::new();
         let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
         let t = {
@@ -185,7 +199,7 @@ fn spinner_retires_while_unlocker_skips_wake() {
     // One waiter becomes the spinner, the other sleeps; the unlock that sees
     // the spinner wakes nobody, and the spinner either takes the lock or
     // retires onto the stack (clearing SPINNING) while the lock is held.
-    let seen = held_then_released::<0, 0, 0>(2, 3);
+    let seen = held_then_released::<0, 0, 0>(2, bound(3, 4));
     assert!(seen.skipped_for_spinner > 0 && seen.parked > 0 && seen.spun > 0, "{seen:?}");
 }
 
@@ -193,28 +207,28 @@ fn spinner_retires_while_unlocker_skips_wake() {
 fn unlockers_race_for_the_stack_lock() {
     // Three threads, two rounds each: an unlock finds another unlocker owning
     // the stack and leaves the wake to it.
-    let seen = exclusion::<0, 0, 0>(3, 2, 2);
+    let seen = exclusion::<0, 0, 0>(3, 2, bound(2, 4));
     assert!(seen.stack_busy > 0, "{seen:?}");
 }
 
 #[test]
 fn anti_starvation_wakes_the_tail() {
     // MAX_PASSES = 1: a wake takes the newest waiter once, then the oldest.
-    let seen = held_then_released::<0, 0, 1>(3, 3);
+    let seen = held_then_released::<0, 0, 1>(3, bound(3, 3));
     assert!(seen.head_wakes > 0 && seen.tail_wakes > 0, "{seen:?}");
 }
 
 #[test]
 fn fifo_wakes_take_the_tail() {
-    let seen = held_then_released::<0, 0, 0>(3, 3);
+    let seen = held_then_released::<0, 0, 0>(3, bound(3, 3));
     assert!(seen.tail_wakes > 0 && seen.head_wakes == 0, "{seen:?}");
 }
 
 #[test]
 fn spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0>(2, 3);
+    let seen = held_then_released::<0, 1, 0>(2, bound(3, 4));
     assert!(seen.spurious > 0, "{seen:?}");
-    let seen = exclusion::<0, 2, 1>(3, 1, 2);
+    let seen = exclusion::<0, 2, 1>(3, 1, bound(2, 4));
     assert!(seen.spurious > 0, "{seen:?}");
 }
 
@@ -225,35 +239,35 @@ fn spurious_futex_returns() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_spinner_keeps_spinning_bit_on_push() {
-    held_then_released::<1, 0, 0>(2, 3);
+    held_then_released::<1, 0, 0>(2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_unlock_never_wakes() {
-    held_then_released::<2, 0, 0>(1, 3);
+    held_then_released::<2, 0, 0>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_stack_owner_abandons_committed_wake() {
-    exclusion::<3, 0, 0>(3, 2, 3);
+    exclusion::<3, 0, 0>(3, 2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_futex_wait_without_compare() {
-    held_then_released::<4, 0, 0>(1, 3);
+    held_then_released::<4, 0, 0>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_pop_retry_reads_new_nodes_unsynchronised() {
-    held_then_released::<5, 0, 0>(3, 3);
+    held_then_released::<5, 0, 0>(3, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_woken_thread_ignores_handed_spinning_bit() {
-    held_then_released::<6, 0, 0>(2, 3);
+    held_then_released::<6, 0, 0>(2, bound(3, 3));
 }
