@@ -82,7 +82,10 @@
 //!   acquisition's time is exact to a few ns, plenty for percentiles of
 //!   waits. Per-thread `hdrhistogram`s (2 significant digits) are merged;
 //! * context switches per operation: `ru_nvcsw + ru_nivcsw` delta /
-//!   operations.
+//!   operations;
+//! * `others_cpu`: how many CPUs' worth of time *other* processes used
+//!   during the window (the machine's busy time from `/proc/stat`, 10 ms
+//!   resolution, minus this process's): on a shared machine, the noise.
 //!
 //! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
 //! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
@@ -476,11 +479,37 @@ fn ticks() -> u64 {
     }
 }
 
-/// Process-wide CPU time and context switches, from `getrusage(RUSAGE_SELF)`.
+/// Process-wide CPU time and context switches, from `getrusage(RUSAGE_SELF)`,
+/// and the whole system's busy CPU time, from `/proc/stat`.
 #[derive(Clone, Copy)]
 struct Usage {
     cpu_ns: f64,
     ctxsw: i64,
+    /// Busy CPU time of the whole machine (NaN where `/proc/stat` is missing).
+    system_ns: f64,
+}
+
+/// Busy (not idle, not I/O wait) CPU time of the whole machine, in ns.
+fn system_busy_ns() -> f64 {
+    static TICK_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let tick_ns = *TICK_NS.get_or_init(|| {
+        // SAFETY: `sysconf` only reads a configuration value.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        if hz > 0 { 1e9 / hz as f64 } else { 1e7 }
+    });
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return f64::NAN;
+    };
+    let Some(line) = stat.lines().next().filter(|l| l.starts_with("cpu ")) else {
+        return f64::NAN;
+    };
+    // user nice system idle iowait irq softirq steal (guest time is already
+    // in user).
+    let f: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    if f.len() < 8 {
+        return f64::NAN;
+    }
+    (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) * tick_ns
 }
 
 fn usage() -> Usage {
@@ -495,6 +524,7 @@ fn usage() -> Usage {
     Usage {
         cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
         ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
+        system_ns: system_busy_ns(),
     }
 }
 
@@ -585,6 +615,9 @@ struct Sample {
     cpu_ns_per_op: f64,
     fairness: f64,
     ctxsw_per_op: f64,
+    /// CPUs' worth of time other processes used during the window (busy time
+    /// of the machine minus this process's, over the window): the noise.
+    others_cpu: f64,
     /// Acquire latency percentiles in ns (NaN when not measured).
     p50: f64,
     p99: f64,
@@ -663,6 +696,8 @@ fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) 
         cpu_ns_per_op: per_op(u1.cpu_ns - u0.cpu_ns),
         fairness: if max == 0 { 0.0 } else { min as f64 / max as f64 },
         ctxsw_per_op: per_op((u1.ctxsw - u0.ctxsw) as f64),
+        others_cpu: ((u1.system_ns - u0.system_ns) - (u1.cpu_ns - u0.cpu_ns)).max(0.0)
+            / (secs * 1e9),
         p50: lat(0.5),
         p99: lat(0.99),
         p999: lat(0.999),
@@ -1127,6 +1162,7 @@ fn median_sample(reps: &[Sample]) -> Sample {
         cpu_ns_per_op: m(|s| s.cpu_ns_per_op),
         fairness: m(|s| s.fairness),
         ctxsw_per_op: m(|s| s.ctxsw_per_op),
+        others_cpu: m(|s| s.others_cpu),
         p50: m(|s| s.p50),
         p99: m(|s| s.p99),
         p999: m(|s| s.p999),
@@ -1150,7 +1186,8 @@ impl Ctx {
                 "{{\"bench\":{},\"group\":{},\"lock\":{},\"threads\":{},\"cs\":{},\"think\":{},",
                 "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
                 "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
-                "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"lat_every\":{},\"reps\":{},",
+                "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"others_cpu\":{},",
+                "\"lat_every\":{},\"reps\":{},",
                 "\"profile\":{},\"target\":{},\"emulated\":{}}}\n"
             ),
             js(cell.bench()),
@@ -1172,6 +1209,7 @@ impl Ctx {
             jn(s.p999),
             jn(s.max),
             jn(s.ctxsw_per_op),
+            jn(s.others_cpu),
             cell.lat_every(),
             self.profile.reps,
             js(self.profile.name),
@@ -1302,11 +1340,12 @@ fn main() {
                 ns_per_op[idx] = 1e9 / s.ops_per_sec.max(1.0);
                 let _ = write!(
                     line,
-                    " {} {:.2}M/s {:.0}ns-cpu f{:.2};",
+                    " {} {:.2}M/s {:.0}ns-cpu f{:.2} o{:.2};",
                     lock.name(),
                     s.ops_per_sec / 1e6,
                     s.cpu_ns_per_op,
-                    s.fairness
+                    s.fairness,
+                    s.others_cpu
                 );
             }
             eprintln!("{line}");

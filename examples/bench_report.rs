@@ -238,6 +238,7 @@ struct Row {
     p999: f64,
     max: f64,
     ctxsw: f64,
+    others_cpu: f64,
     emulated: bool,
 }
 
@@ -258,6 +259,7 @@ impl Row {
             p999: j.num("p999"),
             max: j.num("max"),
             ctxsw: j.num("ctxsw_per_op"),
+            others_cpu: j.num("others_cpu"),
             emulated: j.bool("emulated"),
         }
     }
@@ -283,9 +285,25 @@ struct Ratios {
     peer_fair: f64,
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 impl Cell {
     fn first(&self) -> &Row {
         &self.rows[0]
+    }
+
+    /// CPUs' worth of time other processes used during this cell's windows
+    /// (median over the locks).
+    fn others_cpu(&self) -> f64 {
+        median(self.rows.iter().map(|r| r.others_cpu).collect())
     }
 
     fn ratios(&self) -> Option<Ratios> {
@@ -594,6 +612,19 @@ fn report(
         )?;
     }
 
+    let noise = median(cells.iter().map(Cell::others_cpu).collect());
+    if noise.is_finite() && noise > 0.25 {
+        writeln!(
+            w,
+            "> **Shared machine.** Other processes used {} CPUs' worth of time \
+             during a typical window of this run (column *others' CPUs*), so \
+             this run had fewer free cores than the machine has. Contention \
+             between this run's threads was lower than the thread counts \
+             suggest; treat these figures with care.\n",
+            f_num(noise, 2)
+        )?;
+    }
+
     writeln!(w, "## Machine\n")?;
     writeln!(w, "| | |\n|---|---|")?;
     writeln!(w, "| target | `{target}`{} |", if emulated { " (emulated)" } else { "" })?;
@@ -647,6 +678,9 @@ fn report(
          * **p50 / p99 / p99.9 / max**: time spent in `lock()` (below 1 µs \
          critical sections: every 8th acquisition is timed).\n\
          * **ctxsw/op**: voluntary + involuntary context switches per operation.\n\
+         * **others' CPUs**: CPU time other processes used during the \
+         windows, in CPUs (busy time from `/proc/stat` minus this run's): \
+         the noise on a shared machine.\n\
          * **spinbit / best peer**: throughput ratio against the fastest peer \
          (above 1: spinbit is faster) and CPU-per-op ratio against the \
          cheapest peer (below 1: spinbit burns less). Peers are every lock but \
@@ -660,15 +694,15 @@ fn report(
     writeln!(w, "## Summary: spinbit / best peer\n")?;
     writeln!(
         w,
-        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer | fairness spinbit | best peer fairness |"
+        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer | fairness spinbit | best peer fairness | others' CPUs |"
     )?;
-    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|")?;
+    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|---:|")?;
     for c in &cells {
         let Some(r) = c.ratios() else { continue };
         let s = c.rows.iter().find(|r| r.lock == "spinbit");
         writeln!(
             w,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.group,
             f_mops(s.map_or(f64::NAN, |s| s.mops)),
             f_num(r.thrpt, 2),
@@ -677,6 +711,7 @@ fn report(
             r.cpu_peer,
             f_num(r.fair, 2),
             f_num(r.peer_fair, 2),
+            f_num(c.others_cpu(), 2),
         )?;
     }
     writeln!(w)?;
@@ -731,7 +766,17 @@ fn report(
     writeln!(w, "## Every cell\n")?;
     for c in &cells {
         writeln!(w, "### `{}`\n", c.group)?;
-        writeln!(w, "{}.\n", describe_cell(c))?;
+        let others = c.others_cpu();
+        if others.is_finite() {
+            writeln!(
+                w,
+                "{}. Other processes used {} CPUs meanwhile (median).\n",
+                describe_cell(c),
+                f_num(others, 2)
+            )?;
+        } else {
+            writeln!(w, "{}.\n", describe_cell(c))?;
+        }
         writeln!(
             w,
             "| lock | Mops/s | CPU ns/op | fairness | p50 | p99 | p99.9 | max | ctxsw/op |"
