@@ -129,8 +129,9 @@ impl<P: Platform> Lock<P> {
         let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
         // We own the SPINNING bit.
         let mut spinner = false;
-        // One spin episode per arrival and per wake.
-        let mut may_spin = P::SPIN != SpinPolicy::Never;
+        // One spin episode per arrival and per wake, but none on arrival if
+        // we took the lock by spinning moments ago (see `arch::PING_PONG_NS`).
+        let mut may_spin = P::SPIN != SpinPolicy::Never && !P::spun_recently();
         // We were just woken from the tail: spin even beside a spinner, so
         // the oldest waiter is not beaten by the spinner every time.
         let mut from_tail = false;
@@ -165,7 +166,10 @@ impl<P: Platform> Lock<P> {
                     may_spin = false;
                     P::record(Event::Spun);
                     match self.spin(spinner) {
-                        Ok(()) => return,
+                        Ok(()) => {
+                            P::note_spin_acquire();
+                            return;
+                        }
                         Err(now) => {
                             s = now;
                             continue;

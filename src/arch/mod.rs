@@ -37,6 +37,21 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// the "Spin budget" section of `benches/results/x86_64.md` for the sweep.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
+/// A thread that took a lock by spinning less than this long ago does not
+/// spin for it again: it sleeps at once.
+///
+/// With two threads that re-take the lock as soon as they release it, a
+/// spinner catches every release, and the lock then changes hands on every
+/// acquisition, each hand-over a cross-core transfer of the lock and the
+/// data (~80 ns here, against ~16 ns for an uncontended lock+unlock): the
+/// 1-2 thread regression of Go's spin-bit mutex. A thread that lost the lock
+/// so soon after spinning for it sleeps instead, the other one runs its
+/// acquisitions back to back, and the pair alternates in batches, one wake
+/// per batch. Threads whose acquisitions are further apart (think time,
+/// long critical sections) are not affected. The value is the spin budget:
+/// the benchmark sweep in `benches/results/x86_64.md` shows the effect.
+pub(crate) const PING_PONG_NS: u64 = SPIN_NS;
+
 /// Returns the tick count at which a spin of `ns` nanoseconds that starts now
 /// is over.
 #[inline]

@@ -135,6 +135,15 @@ pub(crate) trait Platform: Sized + 'static {
     fn now() -> u64;
     /// The tick count at which a spin that starts now must stop.
     fn spin_deadline() -> u64;
+    /// Notes that this thread just took the lock by spinning.
+    #[inline(always)]
+    fn note_spin_acquire() {}
+    /// Whether this thread took the lock by spinning so recently that
+    /// spinning again would only start a ping-pong (see `lock_slow`).
+    #[inline(always)]
+    fn spun_recently() -> bool {
+        false
+    }
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}

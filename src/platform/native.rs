@@ -3,6 +3,7 @@
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, Ordering};
+use std::cell::Cell;
 
 use super::{NodeCell, Parker, Platform, SpinPolicy, StateWord};
 use crate::arch;
@@ -36,6 +37,12 @@ pub(crate) const SPIN_NEVER: u8 = 1;
 #[cfg(any(test, feature = "bench-ablations"))]
 pub(crate) const SPIN_ALL: u8 = 2;
 
+std::thread_local! {
+    /// When this thread last took a lock by spinning (ticks). Touched only
+    /// on slow paths.
+    static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
+}
+
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
@@ -68,6 +75,15 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
     #[inline(always)]
     fn spin_deadline() -> u64 {
         arch::deadline_after_ns(arch::SPIN_NS)
+    }
+    #[inline]
+    fn note_spin_acquire() {
+        LAST_SPIN_ACQUIRE.with(|t| t.set(arch::ticks()));
+    }
+    #[inline]
+    fn spun_recently() -> bool {
+        let last = LAST_SPIN_ACQUIRE.with(Cell::get);
+        arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * arch::PING_PONG_NS / 1_000
     }
     #[cfg(test)]
     #[inline(always)]
