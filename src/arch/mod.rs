@@ -32,9 +32,10 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 ///
 /// A futex sleep and wake costs the sleeper several microseconds before it
 /// runs again (two system calls and a trip through the scheduler), so
-/// spinning only pays while the expected wait is shorter than that. The value
-/// was chosen with the `mutex` benchmark (`cargo bench --bench mutex`): see
-/// the "Spin budget" section of `benches/results/x86_64.md` for the sweep.
+/// spinning only pays while the expected wait is shorter than that: 2 µs is
+/// below that cost and above the 1 µs critical sections of the benchmark
+/// matrix, so a spinner catches their release. It has not been swept yet;
+/// `cargo bench --bench mutex` is the tool to tune it with.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
 /// A thread that took a lock by spinning less than this long ago does not
