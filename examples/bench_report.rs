@@ -612,16 +612,17 @@ fn report(
         )?;
     }
 
-    let noise = median(cells.iter().map(Cell::others_cpu).collect());
-    if noise.is_finite() && noise > 0.25 {
+    let noisy = cells.iter().filter(|c| c.others_cpu() > 0.25).count();
+    if noisy > 0 {
         writeln!(
             w,
-            "> **Shared machine.** Other processes used {} CPUs' worth of time \
-             during a typical window of this run (column *others' CPUs*), so \
-             this run had fewer free cores than the machine has. Contention \
-             between this run's threads was lower than the thread counts \
-             suggest; treat these figures with care.\n",
-            f_num(noise, 2)
+            "> **Shared machine.** In {noisy} of {} cells other processes used \
+             more than a quarter of a CPU during the windows (column *others' \
+             CPUs*). Those cells ran with fewer free cores than the machine \
+             has: the threads contended less than their number suggests, and \
+             the locks' ratios there describe a different regime from the \
+             quiet cells'. Compare locks within a cell, not across such cells.\n",
+            cells.len()
         )?;
     }
 
