@@ -15,7 +15,7 @@
 //! A classic adaptive mutex lets every waiter spin before it sleeps. With many
 //! threads they all spin at once: the lock's cache line bounces between cores,
 //! the holder is slowed down and CPU time explodes. spinbit lets **at most one
-//! waiter spin**; every other waiter sleeps at once, and an unlocker that sees
+//! waiter spin**; every other waiter yields the CPU once and sleeps, and an unlocker that sees
 //! a spinner wakes nobody, because the spinner will take the lock.
 //!
 //! The whole mutex is one word: a pointer to the most recently pushed sleeping
@@ -35,7 +35,8 @@
 //! **lock.** The fast path is one `fetch_or(LOCKED)`. If the lock was held,
 //! the slow path loops: take the lock whenever `LOCKED` is clear (keeping the
 //! other bits); else try to set `SPINNING` and, if that succeeds, spin for the
-//! spin budget, yield the CPU once, and look again; else sleep: link a node to
+//! spin budget, yield the CPU once, and look again; if another thread spins,
+//! yield the CPU once (on arrival only) and look again; else sleep: link a node to
 //! the current head and, in one CAS that only succeeds while `LOCKED` is still
 //! set, publish it as the new head and drop `SPINNING` if we held it. A woken
 //! thread competes for the lock again (it may barge past no one: the lock is

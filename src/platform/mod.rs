@@ -25,7 +25,7 @@ pub(crate) mod loom;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum SpinPolicy {
     /// The spin bit: at most one waiter (plus a waiter just woken from the
-    /// tail of the stack) spins; every other waiter sleeps at once.
+    /// tail of the stack) spins; every other waiter yields once and sleeps.
     One,
     /// Ablation: nobody spins.
     Never,
