@@ -58,9 +58,17 @@
 //! cached tail with back links): a sleeping waiter is never passed over by a
 //! wake. The algorithm is written so the rule can be "newest first, but the
 //! oldest after at most `N` passes" (`MAX_PASSES`, 0 in this release); either
-//! way the bound is deterministic. Wakes are the only thing this bounds: the
-//! mutex is not fair, and a woken waiter competes with running threads that
-//! arrive at the same moment, as with `parking_lot` and `std`.
+//! way the bound is deterministic. A woken waiter competes with running
+//! threads that arrive at the same moment, as with `parking_lot` and `std`.
+//!
+//! **Starvation.** Under oversubscription a spinner nearly always exists,
+//! so unlocks would almost never wake anyone and the oldest sleepers would
+//! sleep indefinitely. So now and then (every 250 µs per thread) an unlock
+//! that skips a wake for a spinner takes a *fair look*: it takes
+//! `STACK_LOCKED` and, if the oldest sleeper has been asleep for over 1 ms,
+//! wakes it anyway; that thread then spins beside the spinner. If nobody is
+//! starving it gives the stack back, or wakes one as an ordinary unlock
+//! would if the spinner and holder are gone by then.
 //!
 //! # Why no wakeup is lost
 //!
@@ -75,7 +83,10 @@
 //!   like any other.
 //! * `STACK_LOCKED` was set: its owner has already committed to waking one
 //!   waiter, and the woken thread takes the lock or sleeps again while it is
-//!   held; either way a later unlock looks at the stack.
+//!   held; either way a later unlock looks at the stack. A fair look that
+//!   finds nobody starving gives the stack back without a wake only in a CAS
+//!   that sees `LOCKED` or `SPINNING` set, so that holder or spinner covers
+//!   the skipped unlocks; otherwise it commits to a wake like any owner.
 //! * `LOCKED` was set again by the time the slow path looked: the new holder's
 //!   unlock looks at the stack.
 //!
@@ -90,12 +101,14 @@
 //! costs 10 to 140 cycles depending on the core. A futex sleep and wake costs
 //! the sleeper several microseconds before it runs again, so spinning longer
 //! than that does not pay. Between two looks at the word the spinner backs
-//! off (1, 2, then 4 spin hints), so its polling does not keep pulling the
-//! cache line away from the holder.
+//! off (1, 2, 4, up to 16 spin hints), so its polling does not keep pulling
+//! the cache line away from the holder. A waiter that finds another spinner
+//! yields the CPU once before it sleeps: with more threads than cores, the
+//! lock is often free by the time it runs again.
 //!
 //! One more rule keeps two busy threads from the 1-2 thread regression of
-//! Go's version: a thread that took the lock by spinning less than one spin
-//! budget ago does not spin when it finds the lock taken again, it sleeps.
+//! Go's version: a thread that took the lock by spinning less than 500 ns
+//! ago does not spin when it finds the lock taken again, it sleeps.
 //! Without it, two threads that re-take the lock as soon as they release it
 //! hand it over on every acquisition (a cross-core transfer each time); with
 //! it, they alternate in batches, one wake per batch.

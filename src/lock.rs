@@ -5,6 +5,7 @@
 //! operation implements.
 
 use core::ptr;
+use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::platform::{Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
@@ -46,6 +47,10 @@ pub(crate) struct Node<P: Platform> {
     /// Set by the waker: the SPINNING bit came with the wake, so this thread
     /// is the spinner when it runs.
     handed_spin: P::Cell<bool>,
+    /// When this thread first went to sleep in this `lock` call
+    /// ([`Platform::now`] ticks); it does not restart when the thread sleeps
+    /// again, so it measures how long the thread has been kept waiting.
+    since: P::Cell<u64>,
     parker: P::Parker,
 }
 
@@ -57,6 +62,7 @@ impl<P: Platform> Node<P> {
             tail: NodeCell::new(ptr::null_mut()),
             passes: NodeCell::new(0),
             handed_spin: NodeCell::new(false),
+            since: NodeCell::new(0),
             parker: Parker::new(),
         }
     }
@@ -116,12 +122,20 @@ impl<P: Platform> Lock<P> {
         debug_assert!(old.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
         // Wake only if someone sleeps, nobody spins (a spinner will take the
         // lock), and nobody owns the stack (its owner is committed to a wake).
-        if !head(old).is_null() {
-            if old.addr() & (SPINNING | STACK_LOCKED) == 0 {
+        // Now and then (`Platform::fair_turn`), an unlock also looks at the
+        // oldest sleeper despite a spinner, and hands it the lock if it has
+        // waited too long: without that, a stream of spinners keeps every
+        // wake away and the sleepers starve.
+        if !head(old).is_null() && old.addr() & STACK_LOCKED == 0 {
+            if old.addr() & SPINNING == 0 {
                 // SAFETY: forwarded from the caller: we just released the lock.
-                unsafe { self.unlock_slow() };
-            } else if old.addr() & SPINNING != 0 {
+                unsafe { self.unlock_slow(P::fair_turn()) };
+            } else {
                 P::record(Event::WakeSkippedForSpinner);
+                if P::fair_turn() {
+                    // SAFETY: as above.
+                    unsafe { self.unlock_slow(true) };
+                }
             }
         }
     }
@@ -143,6 +157,8 @@ impl<P: Platform> Lock<P> {
         let mut from_tail = false;
         // One yield per arrival when another thread holds SPINNING.
         let mut may_yield = P::SPIN == SpinPolicy::One && may_spin;
+        // We have slept at least once (`node.since` is set).
+        let mut slept = false;
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -212,6 +228,9 @@ impl<P: Platform> Lock<P> {
                 node.prev.set(ptr::null_mut());
                 node.tail.set(ptr::null_mut());
                 node.passes.set(0);
+                if !slept {
+                    node.since.set(P::now());
+                }
             }
             node.parker.prepare();
             let mut f = flags(s);
@@ -223,6 +242,7 @@ impl<P: Platform> Lock<P> {
             match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
                 Ok(_) => {
                     P::record(Event::Parked);
+                    slept = true;
                     node.parker.park();
                     // SAFETY: we were popped; the waker's writes happened
                     // before its wake store, which `park` acquired.
@@ -280,18 +300,27 @@ impl<P: Platform> Lock<P> {
         Err(self.state.load(Relaxed))
     }
 
+    /// Wakes one sleeper, if the state still calls for it.
+    ///
+    /// With `fair`, a spinner does not make us leave: we look at the oldest
+    /// sleeper, and if it has been asleep longer than
+    /// [`Platform::starving`] allows, we wake it although a spinner exists
+    /// (it then spins beside the spinner, see `from_tail` in `lock_slow`).
+    ///
     /// # Safety
     /// Called by the unlocker right after it cleared LOCKED.
     #[cold]
     #[inline(never)]
-    unsafe fn unlock_slow(&self) {
+    unsafe fn unlock_slow(&self, fair: bool) {
         let mut s = self.state.load(Relaxed);
+        let leave = if fair { LOCKED | STACK_LOCKED } else { LOCKED | SPINNING | STACK_LOCKED };
         loop {
             // Leave when nobody sleeps, when the stack has an owner (it is
             // committed to a wake), when the lock was re-taken (its holder's
-            // unlock will decide) or when a spinner exists (it takes the lock,
-            // or retires onto the stack while the lock is held).
-            if head(s).is_null() || s.addr() & (LOCKED | SPINNING | STACK_LOCKED) != 0 {
+            // unlock will decide) or, unless `fair`, when a spinner exists
+            // (it takes the lock, or retires onto the stack while the lock is
+            // held).
+            if head(s).is_null() || s.addr() & leave != 0 {
                 if s.addr() & STACK_LOCKED != 0 {
                     P::record(Event::StackBusy);
                 }
@@ -308,6 +337,7 @@ impl<P: Platform> Lock<P> {
                 Err(now) => s = now,
             }
         }
+        s = s.map_addr(|a| a | STACK_LOCKED);
         if P::FAULT == Fault::AbandonWakeWhenLocked {
             // Broken on purpose: a stale look, and a release that does not
             // re-check the word.
@@ -316,12 +346,39 @@ impl<P: Platform> Lock<P> {
                 return;
             }
         }
+        // SAFETY: we hold STACK_LOCKED and the stack is not empty.
+        let starving = fair && P::starving(unsafe { (*find_tail(head(s))).since.get() });
+        if fair && !starving {
+            // Nobody starves: give the stack back without a wake if an unlock
+            // would have left now (a spinner or a holder exists), so the
+            // unlocks that skipped their wake because we held the stack are
+            // covered by that spinner or holder. Otherwise we are committed.
+            // A Fault::UnfairGiveBack model drops the re-check.
+            while s.addr() & (LOCKED | SPINNING) != 0 || P::FAULT == Fault::UnfairGiveBack {
+                // Release: our `prev`/`tail` edits, for the next owner.
+                match self.state.compare_exchange(
+                    s,
+                    s.map_addr(|a| a & !STACK_LOCKED),
+                    Release,
+                    Relaxed,
+                ) {
+                    Ok(_) => {
+                        P::record(Event::FairGiveBack);
+                        return;
+                    }
+                    Err(now) => s = now,
+                }
+            }
+        }
+        if starving && s.addr() & SPINNING != 0 {
+            P::record(Event::StarvingWake);
+        }
         // We own the stack and have committed to waking one waiter. Its wake
         // is what keeps the rest of the stack from being forgotten: the woken
         // thread takes the lock (and its unlock looks at the stack) or sleeps
         // again while the lock is held.
         // SAFETY: we hold STACK_LOCKED and the stack is not empty.
-        let woken = unsafe { self.pop(s.map_addr(|a| a | STACK_LOCKED)) };
+        let woken = unsafe { self.pop(s) };
         // SAFETY: `woken` is unlinked and its thread is blocked (or about to
         // block) in `park` until this call's store; we touch it no more.
         unsafe { P::Parker::unpark(&raw const (*woken).parker) };
@@ -340,9 +397,6 @@ impl<P: Platform> Lock<P> {
     /// The caller holds STACK_LOCKED, `s` is a recent value of the word, and
     /// the stack is not empty.
     unsafe fn pop(&self, mut s: *mut Node<P>) -> *mut Node<P> {
-        // The flags after the release, and whether SPINNING is ours to hand.
-        let release = |s: *mut Node<P>| (flags(s) & !STACK_LOCKED) | SPINNING;
-        let hands_spin = |s: *mut Node<P>| flags(s) & SPINNING == 0;
         loop {
             let top = head(s);
             // SAFETY: we hold STACK_LOCKED: nodes stay linked (their threads
@@ -357,11 +411,7 @@ impl<P: Platform> Lock<P> {
                     // and the retry walks them; their pushes' Release must be
                     // acquired first.
                     match self.state.compare_exchange(s, empty, Release, retry_order::<P>()) {
-                        Ok(_) => {
-                            P::record(Event::TailWake);
-                            (*top).handed_spin.set(hands_spin(s));
-                            return top;
-                        }
+                        Ok(_) => return woken(top, s, Event::TailWake),
                         Err(now) => s = now,
                     }
                 } else if (*tail).passes.get() >= P::MAX_PASSES {
@@ -375,13 +425,10 @@ impl<P: Platform> Lock<P> {
                     loop {
                         let new = with_flags(s, release(s));
                         match self.state.compare_exchange(s, new, Release, Relaxed) {
-                            Ok(_) => break,
+                            Ok(_) => return woken(tail, s, Event::TailWake),
                             Err(now) => s = now,
                         }
                     }
-                    P::record(Event::TailWake);
-                    (*tail).handed_spin.set(hands_spin(s));
-                    return tail;
                 } else {
                     // Wake the newest; the tail has been passed over once more.
                     let next = (*top).next.get();
@@ -390,11 +437,7 @@ impl<P: Platform> Lock<P> {
                     // Failure Acquire: as in the first branch.
                     let new = with_flags(next, release(s));
                     match self.state.compare_exchange(s, new, Release, retry_order::<P>()) {
-                        Ok(_) => {
-                            P::record(Event::HeadWake);
-                            (*top).handed_spin.set(hands_spin(s));
-                            return top;
-                        }
+                        Ok(_) => return woken(top, s, Event::HeadWake),
                         Err(now) => {
                             // New nodes on top: pop the new top instead.
                             (*tail).passes.set((*tail).passes.get() - 1);
@@ -405,6 +448,26 @@ impl<P: Platform> Lock<P> {
             }
         }
     }
+}
+
+/// The flags after the release of STACK_LOCKED from `s`: SPINNING is set,
+/// and is the woken thread's if `s` did not have it.
+#[inline(always)]
+fn release<P: Platform>(s: *mut Node<P>) -> usize {
+    (flags(s) & !STACK_LOCKED) | SPINNING
+}
+
+/// Records the wake of `node`, which the CAS that replaced `s` unlinked,
+/// and hands it SPINNING if `s` did not have it. Returns `node`.
+///
+/// # Safety
+/// `node` is unlinked and its thread is still blocked.
+#[inline(always)]
+unsafe fn woken<P: Platform>(node: *mut Node<P>, s: *mut Node<P>, event: Event) -> *mut Node<P> {
+    P::record(event);
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).handed_spin.set(flags(s) & SPINNING == 0) };
+    node
 }
 
 /// The node below `node` on the stack.
@@ -420,7 +483,7 @@ pub(crate) unsafe fn next_of<P: Platform>(node: *mut Node<P>) -> *mut Node<P> {
 /// The failure ordering of the CAS in `pop`: Acquire, except in the
 /// deliberately broken model that shows loom catches its absence.
 #[inline(always)]
-fn retry_order<P: Platform>() -> core::sync::atomic::Ordering {
+fn retry_order<P: Platform>() -> Ordering {
     if P::FAULT == Fault::RelaxedPopRetry { Relaxed } else { Acquire }
 }
 

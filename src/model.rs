@@ -34,6 +34,8 @@ pub(crate) struct Seen {
     stack_busy: usize,
     tail_wakes: usize,
     head_wakes: usize,
+    starving_wakes: usize,
+    fair_give_backs: usize,
     spurious: usize,
 }
 
@@ -51,6 +53,8 @@ pub(crate) fn record(event: Event) {
             Event::StackBusy => s.stack_busy += 1,
             Event::TailWake => s.tail_wakes += 1,
             Event::HeadWake => s.head_wakes += 1,
+            Event::StarvingWake => s.starving_wakes += 1,
+            Event::FairGiveBack => s.fair_give_backs += 1,
         }
     });
 }
@@ -61,12 +65,12 @@ pub(crate) fn record_spurious() {
 
 /// A lock and the data it guards. Loom reports any access to `data` that is
 /// not ordered by the lock as a data race.
-struct Guarded<const F: u8, const S: usize, const M: u32> {
-    lock: Lock<Loom<F, S, M>>,
+struct Guarded<const F: u8, const S: usize, const M: u32, const R: u8> {
+    lock: Lock<Loom<F, S, M, R>>,
     data: UnsafeCell<usize>,
 }
 
-impl<const F: u8, const S: usize, const M: u32> Guarded<F, S, M> {
+impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R> {
     /// Leaked on purpose: when loom reports a deadlock it unwinds the model,
     /// and loom objects dropped during that unwinding panic again (which
     /// aborts the test binary). One small leak per execution, tests only.
@@ -123,13 +127,13 @@ fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
 
 /// `threads` threads (the model's main thread among them) each increment
 /// `rounds` times; every call terminates and the count is exact.
-fn exclusion<const F: u8, const S: usize, const M: u32>(
+fn exclusion<const F: u8, const S: usize, const M: u32, const R: u8>(
     threads: usize,
     rounds: usize,
     bound: Bound,
 ) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, S, M>::new();
+        let g = Guarded::<F, S, M, R>::new();
         let handles: Vec<_> = (1..threads)
             .map(|_| thread::spawn(move || (0..rounds).for_each(|_| g.increment())))
             .collect();
@@ -141,12 +145,12 @@ fn exclusion<const F: u8, const S: usize, const M: u32>(
 
 /// The main thread holds the lock while `waiters` threads queue up, then
 /// releases it: waiters spin, sleep, get woken.
-fn held_then_released<const F: u8, const S: usize, const M: u32>(
+fn held_then_released<const F: u8, const S: usize, const M: u32, const R: u8>(
     waiters: usize,
     bound: Bound,
 ) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, S, M>::new();
+        let g = Guarded::<F, S, M, R>::new();
         g.lock.lock();
         let handles: Vec<_> = (0..waiters).map(|_| thread::spawn(move || g.increment())).collect();
         // SAFETY: locked above.
@@ -158,20 +162,20 @@ fn held_then_released<const F: u8, const S: usize, const M: u32>(
 
 #[test]
 fn two_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0>(2, 2, bound(3, 6));
+    let seen = exclusion::<0, 0, 0, 0>(2, 2, bound(3, 6));
     assert!(seen.parked > 0 && seen.spun > 0, "{seen:?}");
 }
 
 #[test]
 fn three_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0>(3, 1, bound(2, 4));
+    let seen = exclusion::<0, 0, 0, 0>(3, 1, bound(2, 4));
     assert!(seen.parked > 0, "{seen:?}");
 }
 
 #[test]
 fn try_lock_mixed_with_lock() {
     explore(bound(3, 4), || {
-        let g = Guarded::<0, 0, 0>::new();
+        let g = Guarded::<0, 0, 0, 0>::new();
         let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
         let t = {
             thread::spawn(move || {
@@ -199,7 +203,7 @@ fn spinner_retires_while_unlocker_skips_wake() {
     // One waiter becomes the spinner, the other sleeps; the unlock that sees
     // the spinner wakes nobody, and the spinner either takes the lock or
     // retires onto the stack (clearing SPINNING) while the lock is held.
-    let seen = held_then_released::<0, 0, 0>(2, bound(3, 4));
+    let seen = held_then_released::<0, 0, 0, 0>(2, bound(3, 4));
     assert!(seen.skipped_for_spinner > 0 && seen.parked > 0 && seen.spun > 0, "{seen:?}");
 }
 
@@ -207,29 +211,49 @@ fn spinner_retires_while_unlocker_skips_wake() {
 fn unlockers_race_for_the_stack_lock() {
     // Three threads, two rounds each: an unlock finds another unlocker owning
     // the stack and leaves the wake to it.
-    let seen = exclusion::<0, 0, 0>(3, 2, bound(2, 4));
+    let seen = exclusion::<0, 0, 0, 0>(3, 2, bound(2, 4));
     assert!(seen.stack_busy > 0, "{seen:?}");
 }
 
 #[test]
 fn anti_starvation_wakes_the_tail() {
     // MAX_PASSES = 1: a wake takes the newest waiter once, then the oldest.
-    let seen = held_then_released::<0, 0, 1>(3, bound(3, 3));
+    let seen = held_then_released::<0, 0, 1, 0>(3, bound(3, 3));
     assert!(seen.head_wakes > 0 && seen.tail_wakes > 0, "{seen:?}");
 }
 
 #[test]
 fn fifo_wakes_take_the_tail() {
-    let seen = held_then_released::<0, 0, 0>(3, bound(3, 3));
+    let seen = held_then_released::<0, 0, 0, 0>(3, bound(3, 3));
     assert!(seen.tail_wakes > 0 && seen.head_wakes == 0, "{seen:?}");
 }
 
 #[test]
 fn spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0>(2, bound(3, 4));
+    let seen = held_then_released::<0, 1, 0, 0>(2, bound(3, 4));
     assert!(seen.spurious > 0, "{seen:?}");
-    let seen = exclusion::<0, 2, 1>(3, 1, bound(2, 4));
+    let seen = exclusion::<0, 2, 1, 0>(3, 1, bound(2, 4));
     assert!(seen.spurious > 0, "{seen:?}");
+}
+
+#[test]
+fn fair_look_wakes_a_starving_sleeper_beside_the_spinner() {
+    // Every unlock that sees a spinner takes a fair look and finds the
+    // oldest sleeper starving: it wakes it although a spinner exists.
+    let seen = held_then_released::<0, 0, 0, 1>(2, bound(3, 4));
+    assert!(seen.starving_wakes > 0, "{seen:?}");
+    let seen = exclusion::<0, 0, 0, 1>(3, 1, bound(2, 3));
+    assert!(seen.starving_wakes > 0, "{seen:?}");
+}
+
+#[test]
+fn fair_look_gives_the_stack_back() {
+    // Every fair look finds nobody starving and gives the stack back, while
+    // other unlockers skip their wakes because the stack has an owner.
+    let seen = held_then_released::<0, 0, 0, 2>(2, bound(3, 4));
+    assert!(seen.fair_give_backs > 0 && seen.stack_busy > 0, "{seen:?}");
+    let seen = exclusion::<0, 0, 0, 2>(3, 1, bound(2, 3));
+    assert!(seen.fair_give_backs > 0, "{seen:?}");
 }
 
 // Negative controls: each broken protocol must make loom report a lost
@@ -239,35 +263,44 @@ fn spurious_futex_returns() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_spinner_keeps_spinning_bit_on_push() {
-    held_then_released::<1, 0, 0>(2, bound(3, 3));
+    held_then_released::<1, 0, 0, 0>(2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_unlock_never_wakes() {
-    held_then_released::<2, 0, 0>(1, bound(3, 3));
+    held_then_released::<2, 0, 0, 0>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_stack_owner_abandons_committed_wake() {
-    exclusion::<3, 0, 0>(3, 2, bound(3, 3));
+    exclusion::<3, 0, 0, 0>(3, 2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_futex_wait_without_compare() {
-    held_then_released::<4, 0, 0>(1, bound(3, 3));
+    held_then_released::<4, 0, 0, 0>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_pop_retry_reads_new_nodes_unsynchronised() {
-    held_then_released::<5, 0, 0>(3, bound(3, 3));
+    held_then_released::<5, 0, 0, 0>(3, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_woken_thread_ignores_handed_spinning_bit() {
-    held_then_released::<6, 0, 0>(2, bound(3, 3));
+    held_then_released::<6, 0, 0, 0>(2, bound(3, 3));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_fair_look_gives_the_stack_back_without_a_recheck() {
+    // The spinner takes the lock and unlocks while the fair look owns the
+    // stack (so that unlock skips its wake); the look then gives the stack
+    // back although no spinner or holder is left to wake the sleeper.
+    held_then_released::<7, 0, 0, 2>(2, bound(3, 3));
 }

@@ -56,6 +56,26 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// while `contended/t2/cs0/think0` keeps its gain (32.4 Mops/s at 500 ns).
 pub(crate) const PING_PONG_NS: u64 = 500;
 
+/// A sleeper that has been asleep this long is starving: a fair look (see
+/// [`FAIR_TURN_NS`]) wakes it even though a spinner exists, and it then spins
+/// beside the spinner.
+///
+/// Without this, under oversubscription a spinner nearly always exists, the
+/// unlocks wake nobody, and the sleepers at the bottom of the stack sleep for
+/// the whole run (`contended/t32/cs0/think0`: fairness 0.01 against
+/// parking_lot's 0.64). Measured with the full profile, 1 ms and one fair look
+/// per 250 µs: fairness 0.39 there, 0.44 at `t32/cs100/think0` (was 0.00), at
+/// a cost in throughput of ~15% in the cs=0 cells, which keep their lead.
+/// Handing the lock itself to the starving waiter was measured too and
+/// rejected: the lock then stays held while the woken thread waits for a
+/// CPU, and `t32/cs0/think0` fell from 44 to 27 Mops/s.
+pub(crate) const STARVING_NS: u64 = 1_000_000;
+
+/// How often one thread's unlocks take a fair look at the oldest sleeper
+/// although a spinner exists (the look takes the stack lock; it is checked
+/// against the clock on every 64th unlock that skips a wake).
+pub(crate) const FAIR_TURN_NS: u64 = 250_000;
+
 /// Returns the tick count at which a spin of `ns` nanoseconds that starts now
 /// is over.
 #[inline]

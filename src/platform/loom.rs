@@ -42,17 +42,26 @@ pub(crate) const fn fault(n: u8) -> Fault {
         3 => Fault::AbandonWakeWhenLocked,
         4 => Fault::WaitWithoutCompare,
         5 => Fault::RelaxedPopRetry,
-        _ => Fault::IgnoreHandedSpin,
+        6 => Fault::IgnoreHandedSpin,
+        _ => Fault::UnfairGiveBack,
     }
 }
 
 /// The loom platform: `FAULT` picks a deliberate bug (0 = none), `SPURIOUS`
 /// the number of spurious futex returns per execution, `MAX_PASSES` the wake
 /// policy.
-pub(crate) struct Loom<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32>;
+/// `FAIR` sets the fairness rule: 0, no fair looks; 1, every unlock that
+/// skips a wake for a spinner takes a fair look and finds the oldest sleeper
+/// starving; 2, it takes the look and finds nobody starving.
+pub(crate) struct Loom<
+    const FAULT: u8,
+    const SPURIOUS: usize,
+    const MAX_PASSES: u32,
+    const FAIR: u8,
+>;
 
-impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32> Platform
-    for Loom<FAULT, SPURIOUS, MAX_PASSES>
+impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: u8> Platform
+    for Loom<FAULT, SPURIOUS, MAX_PASSES, FAIR>
 {
     type State = LoomState;
     type Cell<T: Copy> = LoomCell<T>;
@@ -71,6 +80,12 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32> Platform
     }
     fn spin_deadline() -> u64 {
         0
+    }
+    fn fair_turn() -> bool {
+        FAIR != 0
+    }
+    fn starving(_since: u64) -> bool {
+        FAIR == 1
     }
     fn record(event: Event) {
         crate::model::record(event);

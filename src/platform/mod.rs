@@ -56,6 +56,9 @@ pub(crate) enum Fault {
     /// A woken thread does not know it was handed SPINNING, so nobody
     /// clears the bit and every later unlock skips its wake.
     IgnoreHandedSpin,
+    /// A fair look that finds nobody starving gives the stack back without
+    /// re-checking that a spinner or holder still exists.
+    UnfairGiveBack,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -145,6 +148,18 @@ pub(crate) trait Platform: Sized + 'static {
         false
     }
     /// Test instrumentation: counts slow-path events per thread.
+    /// Whether this unlock should look at the oldest sleeper even though a
+    /// spinner exists (rate-limited: it costs a trip through the stack).
+    #[inline(always)]
+    fn fair_turn() -> bool {
+        false
+    }
+    /// Whether the oldest sleeper, asleep since tick `since`, has waited so
+    /// long that it is woken even beside a spinner.
+    #[inline(always)]
+    fn starving(_since: u64) -> bool {
+        false
+    }
     #[inline(always)]
     fn record(_event: Event) {}
 }
@@ -165,4 +180,8 @@ pub(crate) enum Event {
     TailWake,
     /// A wake took the newest waiter.
     HeadWake,
+    /// A fair look woke the oldest sleeper beside a spinner.
+    StarvingWake,
+    /// A fair look found nobody starving and gave the stack back.
+    FairGiveBack,
 }

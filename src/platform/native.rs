@@ -41,6 +41,8 @@ std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
     /// on slow paths.
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
+    static NEXT_FAIR_TURN: Cell<u64> = const { Cell::new(0) };
+    static FAIR_CALLS: Cell<u32> = const { Cell::new(0) };
 }
 
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
@@ -84,6 +86,32 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
         arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * arch::PING_PONG_NS / 1_000
+    }
+    #[inline]
+    fn fair_turn() -> bool {
+        // Reading the tick counter costs as much as an uncontended
+        // lock+unlock, so only every 64th call looks at the time.
+        let n = FAIR_CALLS.with(|c| {
+            let n = c.get().wrapping_add(1);
+            c.set(n);
+            n
+        });
+        if !n.is_multiple_of(64) {
+            return false;
+        }
+        let now = arch::ticks();
+        NEXT_FAIR_TURN.with(|next| {
+            if now.wrapping_sub(next.get()) as i64 >= 0 {
+                next.set(now + arch::ticks_per_us() * arch::FAIR_TURN_NS / 1_000);
+                true
+            } else {
+                false
+            }
+        })
+    }
+    #[inline]
+    fn starving(since: u64) -> bool {
+        arch::ticks().wrapping_sub(since) > arch::ticks_per_us() * arch::STARVING_NS / 1_000
     }
     #[cfg(test)]
     #[inline(always)]
