@@ -3,8 +3,8 @@
 //! real code, and they run in plain `cargo test`.
 //!
 //! Bounds: loom explores every interleaving up to a preemption bound. Each
-//! model has a default bound, which keeps the whole set to about a minute and
-//! a half of `cargo test` on two cores, and a deeper one, used when
+//! model has a default bound, which keeps the whole set to about two and a
+//! half minutes of `cargo test` on two cores, and a deeper one, used when
 //! `SPINBIT_LOOM_DEEP` is set (the README's deeper run, in release mode).
 //! `LOOM_MAX_PREEMPTIONS`, if set, overrides both.
 //!
