@@ -123,9 +123,9 @@ impl<P: Platform> Lock<P> {
         // Wake only if someone sleeps, nobody spins (a spinner will take the
         // lock), and nobody owns the stack (its owner is committed to a wake).
         // Now and then (`Platform::fair_turn`), an unlock also looks at the
-        // oldest sleeper despite a spinner, and hands it the lock if it has
-        // waited too long: without that, a stream of spinners keeps every
-        // wake away and the sleepers starve.
+        // oldest sleeper despite a spinner, and wakes it if it has slept too
+        // long: without that, a stream of spinners keeps every wake away and
+        // the sleepers starve.
         if !head(old).is_null() && old.addr() & STACK_LOCKED == 0 {
             if old.addr() & SPINNING == 0 {
                 // SAFETY: forwarded from the caller: we just released the lock.

@@ -67,8 +67,10 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// unlocks wake nobody, and the sleepers at the bottom of the stack sleep for
 /// the whole run (`contended/t32/cs0/think0`: fairness 0.01 against
 /// parking_lot's 0.64). Measured with the full profile, 1 ms and one fair look
-/// per 250 µs: fairness 0.39 there, 0.44 at `t32/cs100/think0` (was 0.00), at
-/// a cost in throughput of ~15% in the cs=0 cells, which keep their lead.
+/// per 250 µs: in filtered runs, fairness 0.38 there and 0.23-0.44 at
+/// `t32/cs100/think0` (was 0.00); in the full run of the committed report,
+/// 0.20 and 0.24 (best peers 0.40 and 0.62), with the cs=0 throughput lead
+/// at 16-64 threads down from 1.29-1.39 to 1.05-1.20 of the best peer.
 /// Handing the lock itself to the starving waiter was measured too and
 /// rejected: the lock then stays held while the woken thread waits for a
 /// CPU, and `t32/cs0/think0` fell from 44 to 27 Mops/s.
