@@ -25,6 +25,12 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// within noise. 64 lost `handoff/cs1000` again (0.63).
 const MAX_BACKOFF: u32 = 16;
 
+/// The ordering of the unlock's release of LOCKED: Release, except in the
+/// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
+/// a deliberately broken build that the sanitizer must report.
+const UNLOCK_ORDER: Ordering =
+    if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
+
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED;
 
@@ -118,7 +124,7 @@ impl<P: Platform> Lock<P> {
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
         // Release: publishes the critical section to the next acquirer.
-        let old = self.state.fetch_sub(LOCKED, Release);
+        let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
         debug_assert!(old.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
         // Wake only if someone sleeps, nobody spins (a spinner will take the
         // lock), and nobody owns the stack (its owner is committed to a wake).
@@ -137,6 +143,29 @@ impl<P: Platform> Lock<P> {
                     unsafe { self.unlock_slow(true) };
                 }
             }
+        }
+    }
+
+    /// Hands the lock to the oldest sleeper, or unlocks normally if nobody
+    /// sleeps.
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    pub(crate) unsafe fn unlock_fair(&self) {
+        // Placeholder until the hand-off lands: a normal unlock.
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock() }
+    }
+
+    /// If somebody sleeps, hands the lock over and takes it back.
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    pub(crate) unsafe fn bump(&self) {
+        if !head(self.state.load(Relaxed)).is_null() {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.unlock_fair() };
+            self.lock();
         }
     }
 

@@ -79,6 +79,38 @@ macro_rules! raw_mutex {
                 self.lock.is_locked()
             }
         }
+
+        // SAFETY: `unlock_fair` and `bump` release the lock held by the
+        // caller's context exactly once (handing it over counts as a
+        // release), and `bump` returns only once this context holds it again.
+        unsafe impl lock_api::RawMutexFair for $name {
+            /// Unlocks the mutex, handing it directly to the oldest sleeping
+            /// waiter if there is one: the lock is never free in between, so
+            /// no other thread can take it first. With no sleeper, it is a
+            /// normal unlock.
+            ///
+            /// # Safety
+            ///
+            /// As for [`lock_api::RawMutex::unlock`].
+            #[inline]
+            unsafe fn unlock_fair(&self, _guard: Self::Guard) {
+                // SAFETY: forwarded from the caller.
+                unsafe { self.lock.unlock_fair() }
+            }
+
+            /// If a waiter sleeps, hands the lock to the oldest one
+            /// (as [`unlock_fair`](lock_api::RawMutexFair::unlock_fair))
+            /// and then locks again; otherwise does nothing.
+            ///
+            /// # Safety
+            ///
+            /// As for [`lock_api::RawMutex::unlock`].
+            #[inline]
+            unsafe fn bump(&self, _guard: &mut Self::Guard) {
+                // SAFETY: forwarded from the caller.
+                unsafe { self.lock.bump() }
+            }
+        }
     };
 }
 #[cfg(feature = "bench-ablations")]
