@@ -7,22 +7,31 @@
 //! cargo bench --bench mutex --features bench-ablations              # full profile
 //! ```
 //!
-//! and turn the companion metrics into `benches/results/<arch>.md` plus SVG
-//! charts with `cargo run --release --example bench_report`.
+//! and turn the companion metrics into a report per CPU family,
+//! `benches/results/<arch>-<cpu family>.md` plus SVG charts, with
+//! `cargo run --release --example bench_report`.
 //!
 //! # Locks
 //!
-//! spinbit, `parking_lot` 0.13, `parking_lot` 0.12, `std::sync::Mutex`, glibc
+//! spinbit, `parking_lot` 0.13, `parking_lot` 0.12, `usync` (waiters queue
+//! on their own stacks, like spinbit's), `std::sync::Mutex`, glibc
 //! `pthread_mutex_t` (default and `PTHREAD_MUTEX_ADAPTIVE_NP`, Linux/glibc
 //! only) and, with the `bench-ablations` feature, spinbit with spinning
 //! switched off (`spinbit-nospin`) and with every waiter spinning
 //! (`spinbit-allspin`). They all implement [`BenchMutex`]; a [`Family`] names
 //! one lock for any protected type, so one generic harness drives all of them.
+//! A family whose locks have a fair unlock (`lock_api::RawMutexFair`:
+//! spinbit and both `parking_lot`s) also implements [`FairFamily`], and
+//! [`FairUnlock`] turns it into the family of the same locks released with
+//! `MutexGuard::unlock_fair`, which the same harness drives in the fair
+//! cells.
 //!
 //! # Workloads
 //!
-//! * `uncontended`: lock+unlock on one thread (criterion's plain `iter`).
-//! * `contended/t{T}/cs{C}/think{K}`: `T` threads loop `lock`, critical
+//! Cell names are `<workload>-<layout>/<parameters>` (layouts below).
+//!
+//! * `uncontended-*`: lock+unlock on one thread (criterion's plain `iter`).
+//! * `contended-*/t{T}/cs{C}/think{K}`: `T` threads loop `lock`, critical
 //!   section, `unlock`, think. The critical section is `C` ns worth of
 //!   dependent xor-shift-multiply steps on the guarded `u64` (plus one increment,
 //!   so `cs0` still writes the guarded line); think is the same arithmetic on
@@ -31,7 +40,12 @@
 //!   a copy of the first). The number of arithmetic steps per nanosecond is
 //!   calibrated once at start-up (best of several timed runs of a long loop)
 //!   and recorded with every result (`unit_ns`, `cs_units`, `think_units`).
-//! * `handoff/cs{C}`: two threads hand the lock back and forth, the shape of
+//! * `fair-*/t{T}/cs{C}/think{K}`: the same, but every unlock is
+//!   `MutexGuard::unlock_fair`, so a waiting thread gets the lock instead of
+//!   whoever comes next. Only spinbit and the two `parking_lot`s run it
+//!   (`usync`, `std` and pthread have no fair unlock; the ablations would
+//!   repeat spinbit's fair path).
+//! * `handoff-*/cs{C}`: two threads hand the lock back and forth, the shape of
 //!   Go's `BenchmarkMutexHandoff`. A turn word on its own cache line says
 //!   whose turn it is; the thread whose turn it is locks, passes the turn to
 //!   the other thread *while still holding the lock*, runs the critical
@@ -39,15 +53,27 @@
 //!   is held and waits out `C` ns: with `C` = 0 it barely waits, with ~1 µs a
 //!   spinner catches the release, with ~10 µs a spinner has given up and
 //!   sleeps. One operation is one handoff.
-//! * `queue/t{T}`: a `VecDeque<u64>` under the mutex, the shape of Go's
+//! * `queue-*/t{T}`: a `VecDeque<u64>` under the mutex, the shape of Go's
 //!   `BenchmarkChanContended`: each thread pushes 100 items then pops 100,
 //!   one lock acquisition per item. Since a thread only pops after its own
 //!   pushes, the queue is never empty when it pops and nobody blocks on
 //!   anything but the lock. One operation is one push or one pop.
 //!
-//! Each lock sits in its own allocation, aligned to a cache line, and the
-//! protected data is wrapped in `CachePadded` so the lock word and the data
-//! are on different cache lines, and nothing else shares either.
+//! # Layouts
+//!
+//! Each lock sits in an allocation of its own that starts a cache line and
+//! shares its lines with nothing else (`Box<CachePadded<Mutex<..>>>`). The
+//! guarded data is either
+//!
+//! * `inline`: right after the lock word, in the same cache line, exactly
+//!   as in a `Mutex<u64>` (or `Mutex<VecDeque<u64>>`). This is what most
+//!   users run, and it makes a waiter polling the lock word slow down the
+//!   holder writing the data; or
+//! * `split`: on a cache line of its own (`Mutex<CachePadded<u64>>`), so the
+//!   lock word's traffic and the data's are separate.
+//!
+//! glibc's mutex is laid out the same way: `{ pthread_mutex_t; T }` in one
+//! padded allocation.
 //!
 //! # Fixed-duration windows
 //!
@@ -89,8 +115,11 @@
 //!
 //! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
 //! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
-//! with `"bench":"meta"` (profile, command, calibration, machine), then one
-//! object per cell per lock. A run with a filter writes only the matching
+//! with `"bench":"meta"` (profile, command, calibration, machine: the CPU
+//! model, named from its implementer and part numbers on ARM, and the commit
+//! measured, `-dirty` when tracked files differ from it), then one object per
+//! cell per lock, with its `layout` (`inline`, `split`) and `unlock`
+//! (`plain`, `fair`). A run with a filter writes only the matching
 //! cells (the companion pass applies the filter as a plain substring of
 //! `group/lock`, or exactly with `--exact`). `cargo test --benches`,
 //! `--list` and `--profile-time` runs skip the companion pass and leave the
@@ -115,19 +144,38 @@
 //!
 //! # Profiles and the time budget
 //!
-//! `SPINBIT_BENCH_PROFILE=quick`: threads {1,2,8,32} x cs {0, 1 µs} x think
-//! {0}, `handoff/cs1000`, `queue/t8`, `uncontended`: 11 cells; 3 reps of
-//! 80 ms windows, criterion 10 samples, 30 ms warm-up, 150 ms measurement.
-//! With 8 locks, about (3 x 0.08 + 0.03 + 0.15 + ~0.05 overhead) s x 88 =
-//! ~40 s.
+//! Every profile runs the inline layout on the widest set of cells (it is
+//! what users run), the fair unlock on a few, and the split layout on a
+//! subset, enough to see what the layout changes.
 //!
-//! Full (the default): threads {1,2,4,8,16,32,64} x cs {0, 100 ns, 1 µs,
-//! 10 µs} x think {0, ~10x cs} = 56 cells, plus `uncontended`,
-//! `handoff/cs{0,1000,10000}` and `queue/t{2,8,32}`: 63 cells; 5 reps of
-//! 400 ms windows, criterion 10 samples, 100 ms warm-up, 600 ms measurement.
-//! With 8 locks: 63 x 8 x (5 x 0.4 + 0.1 + 0.6 + ~0.1 overhead) s = ~1400 s,
-//! about 25 minutes, on any number of cores (the windows are fixed-duration).
-//! The harness prints its own estimate when it starts.
+//! `SPINBIT_BENCH_PROFILE=quick`: inline: `uncontended`, threads {1,2,8,32}
+//! x cs {0, 1 µs} x think 0, `handoff/cs1000`, `queue/t8` (11 cells); fair:
+//! threads 8 x cs {0, 1 µs} x think 0 (2); split: threads {2,8} x cs 0 x
+//! think 0 (2). 15 cells, 123 (cell, lock) pairs with 9 locks (97 without
+//! the ablations); 3 reps of 80 ms windows, criterion 10 samples, 30 ms
+//! warm-up, 150 ms measurement. The harness estimates 80 s (it counts
+//! criterion's part at the full profile's rate); a run took 59 s on a 2-core
+//! machine.
+//!
+//! Full (the default), 5 reps of 400 ms windows, criterion 10 samples,
+//! 100 ms warm-up, 600 ms measurement:
+//!
+//! * inline: `uncontended`; threads {1,2,4,8,16,32,64} x cs {0, 100 ns,
+//!   1 µs, 10 µs} x think 0 (28 cells) and threads {2,8,32,64} x the same cs
+//!   x think ~10x cs (16); `handoff/cs{0,1000,10000}`; `queue/t{2,8,32}`:
+//!   51 cells;
+//! * fair: threads {2,8,32} x cs {0, 1 µs} x think 0: 6 cells, 3 locks;
+//! * split: threads {2,8,32} x cs {0, 1 µs, 10 µs} x think 0,
+//!   `handoff/cs1000`, `queue/t8`: 11 cells.
+//!
+//! 68 cells, 576 (cell, lock) pairs with 9 locks (452 without the
+//! ablations). A pair measured 3.0-3.8 s in this profile on a 2-core
+//! machine (2 s of companion windows, the rest criterion's, see
+//! [`Profile::secs_per_run`]), so the full run takes about 576 x 3.45 s =
+//! ~1990 s, 33 minutes, on any number of cores (the windows are
+//! fixed-duration). The harness prints its own estimate when it starts; the
+//! budget is 35 minutes, which is why think time and the split layout run
+//! at fewer thread counts than the inline layout's think-0 rows.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -135,6 +183,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::hint::black_box;
 use std::io::Write as _;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -159,42 +208,81 @@ trait BenchMutex<T>: Send + Sync {
     fn lock(&self) -> Self::Guard<'_>;
 }
 
-/// One kind of lock, for any protected type.
+/// A mutex that can also release its lock fairly: `unlock_fair` hands the
+/// lock to a waiting thread, if there is one, instead of letting whoever
+/// comes next take it (`lock_api::RawMutexFair`).
+trait FairBenchMutex<T>: BenchMutex<T> {
+    fn unlock_fair(guard: Self::Guard<'_>);
+}
+
+/// One kind of lock, for any protected type, and how the harness releases it.
 trait Family: 'static {
     type M<T: Send + 'static>: BenchMutex<T>;
-}
 
-impl<R, T> BenchMutex<T> for lock_api::Mutex<R, T>
-where
-    R: lock_api::RawMutex + Send + Sync,
-    T: Send,
-{
-    type Guard<'a>
-        = lock_api::MutexGuard<'a, R, T>
-    where
-        Self: 'a;
-    fn new(value: T) -> Self {
-        lock_api::Mutex::new(value)
-    }
-    #[inline]
-    fn lock(&self) -> Self::Guard<'_> {
-        lock_api::Mutex::lock(self)
+    /// Releases the lock `guard` holds: a plain unlock, unless the family
+    /// says otherwise ([`FairUnlock`]).
+    #[inline(always)]
+    fn unlock<T: Send + 'static>(guard: <Self::M<T> as BenchMutex<T>>::Guard<'_>) {
+        drop(guard);
     }
 }
 
-impl<T: Send> BenchMutex<T> for parking_lot_012::Mutex<T> {
-    type Guard<'a>
-        = parking_lot_012::MutexGuard<'a, T>
-    where
-        Self: 'a;
-    fn new(value: T) -> Self {
-        parking_lot_012::Mutex::new(value)
-    }
-    #[inline]
-    fn lock(&self) -> Self::Guard<'_> {
-        parking_lot_012::Mutex::lock(self)
+/// The optional capability of a [`Family`]: its locks have a fair unlock.
+///
+/// `Fair<T>` is the same type as `M<T>`; it is named again because a bound
+/// on `M<T>` for every `T` cannot be written.
+trait FairFamily: Family {
+    type Fair<T: Send + 'static>: FairBenchMutex<T>;
+}
+
+/// The locks of `F`, every one of them released with `unlock_fair`.
+struct FairUnlock<F>(PhantomData<F>);
+
+impl<F: FairFamily> Family for FairUnlock<F> {
+    type M<T: Send + 'static> = F::Fair<T>;
+
+    #[inline(always)]
+    fn unlock<T: Send + 'static>(guard: <Self::M<T> as BenchMutex<T>>::Guard<'_>) {
+        <F::Fair<T> as FairBenchMutex<T>>::unlock_fair(guard);
     }
 }
+
+/// `lock_api` 0.5 (spinbit, `parking_lot` 0.13) and 0.4 (`parking_lot` 0.12,
+/// `usync`) define distinct `Mutex` types with the same API.
+macro_rules! lock_api_mutex {
+    ($lock_api:ident) => {
+        impl<R, T> BenchMutex<T> for $lock_api::Mutex<R, T>
+        where
+            R: $lock_api::RawMutex + Send + Sync,
+            T: Send,
+        {
+            type Guard<'a>
+                = $lock_api::MutexGuard<'a, R, T>
+            where
+                Self: 'a;
+            fn new(value: T) -> Self {
+                $lock_api::Mutex::new(value)
+            }
+            #[inline]
+            fn lock(&self) -> Self::Guard<'_> {
+                $lock_api::Mutex::lock(self)
+            }
+        }
+
+        impl<R, T> FairBenchMutex<T> for $lock_api::Mutex<R, T>
+        where
+            R: $lock_api::RawMutexFair + Send + Sync,
+            T: Send,
+        {
+            #[inline]
+            fn unlock_fair(guard: Self::Guard<'_>) {
+                $lock_api::MutexGuard::unlock_fair(guard);
+            }
+        }
+    };
+}
+lock_api_mutex!(lock_api);
+lock_api_mutex!(lock_api_04);
 
 impl<T: Send> BenchMutex<T> for std::sync::Mutex<T> {
     type Guard<'a>
@@ -218,11 +306,19 @@ mod pthread {
 
     use super::{BenchMutex, CachePadded, Deref, DerefMut, UnsafeCell};
 
+    /// The `pthread_mutex_t` and the data right after it, as a C struct
+    /// `{ pthread_mutex_t m; T data; }` would lay them out, so the layouts
+    /// mean for pthread what they mean for the Rust locks.
+    #[repr(C)]
+    struct Inner<T> {
+        raw: UnsafeCell<libc::pthread_mutex_t>,
+        data: UnsafeCell<T>,
+    }
+
     pub struct PthreadMutex<T, const ADAPTIVE: bool> {
         /// Boxed: a pthread mutex must not move once initialised. Padded so
-        /// that it has its cache line to itself.
-        raw: Box<CachePadded<UnsafeCell<libc::pthread_mutex_t>>>,
-        data: UnsafeCell<T>,
+        /// that it starts a cache line and nothing else shares its lines.
+        inner: Box<CachePadded<Inner<T>>>,
     }
 
     // SAFETY: the mutex owns its `T`, so sending it sends a `T`; the boxed
@@ -248,7 +344,10 @@ mod pthread {
             Self: 'a;
 
         fn new(value: T) -> Self {
-            let raw = Box::new(CachePadded::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)));
+            let inner = Box::new(CachePadded::new(Inner {
+                raw: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
+                data: UnsafeCell::new(value),
+            }));
             let kind = if ADAPTIVE {
                 libc::PTHREAD_MUTEX_ADAPTIVE_NP
             } else {
@@ -261,17 +360,17 @@ mod pthread {
             unsafe {
                 assert_eq!(libc::pthread_mutexattr_init(attr.as_mut_ptr()), 0);
                 assert_eq!(libc::pthread_mutexattr_settype(attr.as_mut_ptr(), kind), 0);
-                assert_eq!(libc::pthread_mutex_init(raw.get(), attr.as_ptr()), 0);
+                assert_eq!(libc::pthread_mutex_init(inner.raw.get(), attr.as_ptr()), 0);
                 libc::pthread_mutexattr_destroy(attr.as_mut_ptr());
             }
-            PthreadMutex { raw, data: UnsafeCell::new(value) }
+            PthreadMutex { inner }
         }
 
         #[inline]
         fn lock(&self) -> Self::Guard<'_> {
             // SAFETY: `raw` was initialised in `new` and is destroyed only in
             // `drop`, which cannot run while `&self` is borrowed.
-            let r = unsafe { libc::pthread_mutex_lock(self.raw.get()) };
+            let r = unsafe { libc::pthread_mutex_lock(self.inner.raw.get()) };
             debug_assert_eq!(r, 0);
             PthreadGuard { mutex: self, _not_send: PhantomData }
         }
@@ -281,7 +380,7 @@ mod pthread {
         type Target = T;
         fn deref(&self) -> &T {
             // SAFETY: the guard proves this thread holds the mutex.
-            unsafe { &*self.mutex.data.get() }
+            unsafe { &*self.mutex.inner.data.get() }
         }
     }
 
@@ -289,7 +388,7 @@ mod pthread {
         fn deref_mut(&mut self) -> &mut T {
             // SAFETY: the guard proves this thread holds the mutex, and
             // `&mut self` makes this the only reference through the guard.
-            unsafe { &mut *self.mutex.data.get() }
+            unsafe { &mut *self.mutex.inner.data.get() }
         }
     }
 
@@ -298,7 +397,7 @@ mod pthread {
         fn drop(&mut self) {
             // SAFETY: this thread locked the mutex when it made the guard
             // and has not unlocked it since.
-            let r = unsafe { libc::pthread_mutex_unlock(self.mutex.raw.get()) };
+            let r = unsafe { libc::pthread_mutex_unlock(self.mutex.inner.raw.get()) };
             debug_assert_eq!(r, 0);
         }
     }
@@ -307,7 +406,7 @@ mod pthread {
         fn drop(&mut self) {
             // SAFETY: `&mut self`: no guard is alive, so the mutex is
             // unlocked, and nobody uses it after this.
-            unsafe { libc::pthread_mutex_destroy(self.raw.get()) };
+            unsafe { libc::pthread_mutex_destroy(self.inner.raw.get()) };
         }
     }
 }
@@ -316,13 +415,26 @@ struct SpinbitF;
 impl Family for SpinbitF {
     type M<T: Send + 'static> = spinbit::Mutex<T>;
 }
+impl FairFamily for SpinbitF {
+    type Fair<T: Send + 'static> = spinbit::Mutex<T>;
+}
 struct ParkingLot013F;
 impl Family for ParkingLot013F {
     type M<T: Send + 'static> = parking_lot::Mutex<T>;
 }
+impl FairFamily for ParkingLot013F {
+    type Fair<T: Send + 'static> = parking_lot::Mutex<T>;
+}
 struct ParkingLot012F;
 impl Family for ParkingLot012F {
     type M<T: Send + 'static> = parking_lot_012::Mutex<T>;
+}
+impl FairFamily for ParkingLot012F {
+    type Fair<T: Send + 'static> = parking_lot_012::Mutex<T>;
+}
+struct UsyncF;
+impl Family for UsyncF {
+    type M<T: Send + 'static> = usync::Mutex<T>;
 }
 struct StdF;
 impl Family for StdF {
@@ -359,6 +471,7 @@ enum LockId {
     Spinbit,
     ParkingLot013,
     ParkingLot012,
+    Usync,
     Std,
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     Pthread,
@@ -374,6 +487,7 @@ const LOCKS: &[LockId] = &[
     LockId::Spinbit,
     LockId::ParkingLot013,
     LockId::ParkingLot012,
+    LockId::Usync,
     LockId::Std,
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     LockId::Pthread,
@@ -384,25 +498,6 @@ const LOCKS: &[LockId] = &[
     #[cfg(feature = "bench-ablations")]
     LockId::AllSpin,
 ];
-
-impl LockId {
-    fn name(self) -> &'static str {
-        match self {
-            LockId::Spinbit => "spinbit",
-            LockId::ParkingLot013 => "parking_lot-0.13",
-            LockId::ParkingLot012 => "parking_lot-0.12",
-            LockId::Std => "std",
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            LockId::Pthread => "pthread",
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            LockId::PthreadAdaptive => "pthread-adaptive",
-            #[cfg(feature = "bench-ablations")]
-            LockId::NoSpin => "spinbit-nospin",
-            #[cfg(feature = "bench-ablations")]
-            LockId::AllSpin => "spinbit-allspin",
-        }
-    }
-}
 
 /// Runs `$body` with the type `$F` naming the [`Family`] of lock `$id`.
 macro_rules! with_family {
@@ -418,6 +513,10 @@ macro_rules! with_family {
             }
             LockId::ParkingLot012 => {
                 type $F = ParkingLot012F;
+                $body
+            }
+            LockId::Usync => {
+                type $F = UsyncF;
                 $body
             }
             LockId::Std => {
@@ -446,6 +545,62 @@ macro_rules! with_family {
             }
         }
     };
+}
+
+/// `Some($body)` with `$F` naming the [`Family`] of lock `$id` released with
+/// `unlock_fair`, for the locks that have one (the fair cells compare
+/// spinbit with the peers that have one); `None` for the others.
+macro_rules! with_fair_family {
+    ($id:expr, $F:ident => $body:expr) => {
+        match $id {
+            LockId::Spinbit => {
+                type $F = FairUnlock<SpinbitF>;
+                Some($body)
+            }
+            LockId::ParkingLot013 => {
+                type $F = FairUnlock<ParkingLot013F>;
+                Some($body)
+            }
+            LockId::ParkingLot012 => {
+                type $F = FairUnlock<ParkingLot012F>;
+                Some($body)
+            }
+            _ => None,
+        }
+    };
+}
+
+impl LockId {
+    fn name(self) -> &'static str {
+        match self {
+            LockId::Spinbit => "spinbit",
+            LockId::ParkingLot013 => "parking_lot-0.13",
+            LockId::ParkingLot012 => "parking_lot-0.12",
+            LockId::Usync => "usync",
+            LockId::Std => "std",
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::Pthread => "pthread",
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            LockId::PthreadAdaptive => "pthread-adaptive",
+            #[cfg(feature = "bench-ablations")]
+            LockId::NoSpin => "spinbit-nospin",
+            #[cfg(feature = "bench-ablations")]
+            LockId::AllSpin => "spinbit-allspin",
+        }
+    }
+
+    /// Whether the lock runs in cells whose every unlock is `unlock_fair`.
+    fn has_fair_unlock(self) -> bool {
+        with_fair_family!(self, F => std::any::type_name::<F>()).is_some()
+    }
+
+    /// Whether the lock runs in `cell`.
+    fn runs_in(self, cell: Cell) -> bool {
+        match cell.unlock {
+            Unlock::Plain => true,
+            Unlock::Fair => self.has_fair_unlock(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -709,51 +864,156 @@ fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) 
 // Workloads
 // ---------------------------------------------------------------------------
 
-/// A benchmark cell: one workload with its parameters.
+/// What the threads of a cell do.
 #[derive(Clone, Copy, Debug)]
-enum Cell {
+enum Workload {
     Uncontended,
     Contended { threads: usize, cs: u32, think: u32 },
     Handoff { cs: u32 },
     Queue { threads: usize },
 }
 
-impl Cell {
-    fn bench(self) -> &'static str {
+/// Where the guarded data sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Right after the lock word, in its cache line: `Mutex<u64>`.
+    Inline,
+    /// On a cache line of its own: `Mutex<CachePadded<u64>>`.
+    Split,
+}
+
+/// How every critical section ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unlock {
+    /// Dropping the guard.
+    Plain,
+    /// `unlock_fair`; only locks that have it run such cells.
+    Fair,
+}
+
+/// A benchmark cell: one workload with its parameters, on one layout, with
+/// one way of unlocking.
+#[derive(Clone, Copy, Debug)]
+struct Cell {
+    workload: Workload,
+    layout: Layout,
+    unlock: Unlock,
+}
+
+impl Layout {
+    fn name(self) -> &'static str {
         match self {
-            Cell::Uncontended => "uncontended",
-            Cell::Contended { .. } => "contended",
-            Cell::Handoff { .. } => "handoff",
-            Cell::Queue { .. } => "queue",
+            Layout::Inline => "inline",
+            Layout::Split => "split",
+        }
+    }
+}
+
+impl Unlock {
+    fn name(self) -> &'static str {
+        match self {
+            Unlock::Plain => "plain",
+            Unlock::Fair => "fair",
+        }
+    }
+}
+
+impl Cell {
+    /// The workload's name, as the `bench` field of the results.
+    fn bench(self) -> &'static str {
+        match self.workload {
+            Workload::Uncontended => "uncontended",
+            Workload::Contended { .. } => "contended",
+            Workload::Handoff { .. } => "handoff",
+            Workload::Queue { .. } => "queue",
         }
     }
     fn group(self) -> String {
-        match self {
-            Cell::Uncontended => "uncontended".into(),
-            Cell::Contended { threads, cs, think } => {
-                format!("contended/t{threads}/cs{cs}/think{think}")
+        // Fair contended cells are `fair-...`; a fair cell of another
+        // workload would be `<workload>-fair-...`.
+        let kind = match (self.workload, self.unlock) {
+            (Workload::Contended { .. }, Unlock::Fair) => "fair".to_string(),
+            (_, Unlock::Fair) => format!("{}-fair", self.bench()),
+            (_, Unlock::Plain) => self.bench().to_string(),
+        };
+        let prefix = format!("{kind}-{}", self.layout.name());
+        match self.workload {
+            Workload::Uncontended => prefix,
+            Workload::Contended { threads, cs, think } => {
+                format!("{prefix}/t{threads}/cs{cs}/think{think}")
             }
-            Cell::Handoff { cs } => format!("handoff/cs{cs}"),
-            Cell::Queue { threads } => format!("queue/t{threads}"),
+            Workload::Handoff { cs } => format!("{prefix}/cs{cs}"),
+            Workload::Queue { threads } => format!("{prefix}/t{threads}"),
         }
     }
     /// (threads, cs ns, think ns)
     fn params(self) -> (usize, u32, u32) {
-        match self {
-            Cell::Uncontended => (1, 0, 0),
-            Cell::Contended { threads, cs, think } => (threads, cs, think),
-            Cell::Handoff { cs } => (2, cs, 0),
-            Cell::Queue { threads } => (threads, 0, 0),
+        match self.workload {
+            Workload::Uncontended => (1, 0, 0),
+            Workload::Contended { threads, cs, think } => (threads, cs, think),
+            Workload::Handoff { cs } => (2, cs, 0),
+            Workload::Queue { threads } => (threads, 0, 0),
         }
     }
     /// Time every `n`th acquisition (0: none).
     fn lat_every(self) -> u64 {
-        match self {
-            Cell::Uncontended => 0,
+        match self.workload {
+            Workload::Uncontended => 0,
             _ if self.params().1 >= 1000 => 1,
             _ => 8,
         }
     }
+}
+
+/// The guarded value in one [`Layout`]: `Self::Data<T>` derefs to `T`.
+trait Place: 'static {
+    type Data<T: Send + 'static>: DerefMut<Target = T> + Send + 'static;
+    fn wrap<T: Send + 'static>(value: T) -> Self::Data<T>;
+}
+
+/// [`Layout::Inline`].
+struct InlineP;
+/// [`Layout::Split`].
+struct SplitP;
+
+/// A `T`, laid out exactly as a `T` (so `Mutex<Bare<u64>>` is laid out as
+/// `Mutex<u64>`), with the `Deref` the harness wants from every layout.
+#[repr(transparent)]
+struct Bare<T>(T);
+
+impl<T> Deref for Bare<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for Bare<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl Place for InlineP {
+    type Data<T: Send + 'static> = Bare<T>;
+    fn wrap<T: Send + 'static>(value: T) -> Bare<T> {
+        Bare(value)
+    }
+}
+
+impl Place for SplitP {
+    type Data<T: Send + 'static> = CachePadded<T>;
+    fn wrap<T: Send + 'static>(value: T) -> CachePadded<T> {
+        CachePadded::new(value)
+    }
+}
+
+/// A new lock of family `F` guarding `value` laid out as `P` says, in an
+/// allocation of its own that starts a cache line and shares none.
+fn new_lock<F: Family, P: Place, T: Send + 'static>(
+    value: T,
+) -> Box<CachePadded<F::M<P::Data<T>>>> {
+    Box::new(CachePadded::new(F::M::<P::Data<T>>::new(P::wrap(value))))
 }
 
 /// Units of [`work`] for `ns` nanoseconds.
@@ -795,14 +1055,27 @@ fn lat_mask(every: u64) -> Option<u64> {
 
 /// One window of `cell` on lock family `F`.
 fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration) -> Sample {
+    match cell.layout {
+        Layout::Inline => run_placed::<F, InlineP>(cell, dur, min_ops, cal),
+        Layout::Split => run_placed::<F, SplitP>(cell, dur, min_ops, cal),
+    }
+}
+
+/// One window of `cell` on lock family `F`, the data laid out as `P`.
+fn run_placed<F: Family, P: Place>(
+    cell: Cell,
+    dur: Duration,
+    min_ops: u64,
+    cal: Calibration,
+) -> Sample {
     let (threads, cs_ns, think_ns) = cell.params();
     let cs = units(cs_ns, cal);
     let think = units(think_ns, cal);
     let mask = lat_mask(cell.lat_every());
-    match cell {
-        Cell::Uncontended | Cell::Contended { .. } => {
-            let m = Box::new(F::M::<CachePadded<u64>>::new(CachePadded::new(0)));
-            let m = &*m;
+    match cell.workload {
+        Workload::Uncontended | Workload::Contended { .. } => {
+            let m = new_lock::<F, P, u64>(0);
+            let m = &**m;
             window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
                 let mut hist = new_hist();
                 let mut local = id as u64;
@@ -811,7 +1084,7 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                     let timed = mask.is_some_and(|k| ops & k == 0);
                     let mut g = timed_lock(m, timed, &mut hist);
                     critical(&mut g, cs);
-                    drop(g);
+                    F::unlock(g);
                     local = work(local, think);
                     ops += 1;
                 }
@@ -819,9 +1092,9 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                 ThreadOut { ops, hist }
             })
         }
-        Cell::Handoff { .. } => {
-            let m = Box::new(F::M::<CachePadded<u64>>::new(CachePadded::new(0)));
-            let m = &*m;
+        Workload::Handoff { .. } => {
+            let m = new_lock::<F, P, u64>(0);
+            let m = &**m;
             let turn = CachePadded::new(AtomicUsize::new(0));
             let turn = &turn;
             window(2, dur, min_ops, cal.tick_ns, |me, flags| {
@@ -847,18 +1120,16 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                     // now heads for `lock()` and waits out our critical section.
                     turn.store(1 - me, Ordering::Release);
                     critical(&mut g, cs);
-                    drop(g);
+                    F::unlock(g);
                     ops += 1;
                 }
                 ThreadOut { ops, hist }
             })
         }
-        Cell::Queue { threads } => {
+        Workload::Queue { threads } => {
             const BATCH: usize = 100;
-            let m = Box::new(F::M::<CachePadded<VecDeque<u64>>>::new(CachePadded::new(
-                VecDeque::with_capacity(BATCH * threads),
-            )));
-            let m = &*m;
+            let m = new_lock::<F, P, VecDeque<u64>>(VecDeque::with_capacity(BATCH * threads));
+            let m = &**m;
             window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
                 let mut hist = new_hist();
                 let mut ops = 0u64;
@@ -868,7 +1139,9 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                             break 'outer;
                         }
                         let timed = mask.is_some_and(|k| ops & k == 0);
-                        timed_lock(m, timed, &mut hist).push_back((id * BATCH + i) as u64);
+                        let mut g = timed_lock(m, timed, &mut hist);
+                        g.push_back((id * BATCH + i) as u64);
+                        F::unlock(g);
                         ops += 1;
                     }
                     for _ in 0..BATCH {
@@ -876,7 +1149,9 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
                             break 'outer;
                         }
                         let timed = mask.is_some_and(|k| ops & k == 0);
-                        let v = timed_lock(m, timed, &mut hist).pop_front();
+                        let mut g = timed_lock(m, timed, &mut hist);
+                        let v = g.pop_front();
+                        F::unlock(g);
                         // We pushed a full batch before popping any of it, so
                         // the queue holds at least our unpopped items.
                         assert!(v.is_some(), "queue empty although this thread's items are in it");
@@ -890,18 +1165,69 @@ fn run_cell<F: Family>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration
     }
 }
 
+/// One window of `cell` on `lock`.
+fn run_lock(lock: LockId, cell: Cell, dur: Duration, min_ops: u64, cal: Calibration) -> Sample {
+    match cell.unlock {
+        Unlock::Plain => with_family!(lock, F => run_cell::<F>(cell, dur, min_ops, cal)),
+        Unlock::Fair => with_fair_family!(lock, F => run_cell::<F>(cell, dur, min_ops, cal))
+            .expect("only locks with a fair unlock run in fair cells"),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Profiles, arguments, output
 // ---------------------------------------------------------------------------
 
-struct Profile {
-    name: &'static str,
-    threads: &'static [usize],
+/// A set of cells: every critical section with every listed thread count,
+/// without think time and (for `think_threads`) with it, plus handoffs and
+/// queues.
+struct Matrix {
+    uncontended: bool,
     cs: &'static [u32],
-    /// Also run each cs with think ~10x cs (cs 0: ~100 ns).
-    with_think: bool,
+    /// Thread counts run with think 0.
+    threads: &'static [usize],
+    /// Thread counts also run with think ~10x cs (cs 0: ~100 ns).
+    think_threads: &'static [usize],
     handoff_cs: &'static [u32],
     queue_threads: &'static [usize],
+}
+
+impl Matrix {
+    const EMPTY: Matrix = Matrix {
+        uncontended: false,
+        cs: &[],
+        threads: &[],
+        think_threads: &[],
+        handoff_cs: &[],
+        queue_threads: &[],
+    };
+
+    fn cells(&self, layout: Layout, unlock: Unlock) -> Vec<Cell> {
+        let mut w = Vec::new();
+        if self.uncontended {
+            w.push(Workload::Uncontended);
+        }
+        for &cs in self.cs {
+            for (think, threads) in [(0, self.threads), (10 * cs.max(10), self.think_threads)] {
+                for &threads in threads {
+                    w.push(Workload::Contended { threads, cs, think });
+                }
+            }
+        }
+        w.extend(self.handoff_cs.iter().map(|&cs| Workload::Handoff { cs }));
+        w.extend(self.queue_threads.iter().map(|&threads| Workload::Queue { threads }));
+        w.into_iter().map(|workload| Cell { workload, layout, unlock }).collect()
+    }
+}
+
+struct Profile {
+    name: &'static str,
+    /// Inline layout, plain unlock: what most users run.
+    inline: Matrix,
+    /// Inline layout, every unlock `unlock_fair`.
+    fair: Matrix,
+    /// Split layout, plain unlock.
+    split: Matrix,
     reps: usize,
     window: Duration,
     sample_size: usize,
@@ -911,11 +1237,16 @@ struct Profile {
 
 const QUICK: Profile = Profile {
     name: "quick",
-    threads: &[1, 2, 8, 32],
-    cs: &[0, 1000],
-    with_think: false,
-    handoff_cs: &[1000],
-    queue_threads: &[8],
+    inline: Matrix {
+        uncontended: true,
+        cs: &[0, 1000],
+        threads: &[1, 2, 8, 32],
+        think_threads: &[],
+        handoff_cs: &[1000],
+        queue_threads: &[8],
+    },
+    fair: Matrix { cs: &[0, 1000], threads: &[8], ..Matrix::EMPTY },
+    split: Matrix { cs: &[0], threads: &[2, 8], ..Matrix::EMPTY },
     reps: 3,
     window: Duration::from_millis(80),
     sample_size: 10,
@@ -925,11 +1256,22 @@ const QUICK: Profile = Profile {
 
 const FULL: Profile = Profile {
     name: "full",
-    threads: &[1, 2, 4, 8, 16, 32, 64],
-    cs: &[0, 100, 1000, 10_000],
-    with_think: true,
-    handoff_cs: &[0, 1000, 10_000],
-    queue_threads: &[2, 8, 32],
+    inline: Matrix {
+        uncontended: true,
+        cs: &[0, 100, 1000, 10_000],
+        threads: &[1, 2, 4, 8, 16, 32, 64],
+        think_threads: &[2, 8, 32, 64],
+        handoff_cs: &[0, 1000, 10_000],
+        queue_threads: &[2, 8, 32],
+    },
+    fair: Matrix { cs: &[0, 1000], threads: &[2, 8, 32], ..Matrix::EMPTY },
+    split: Matrix {
+        cs: &[0, 1000, 10_000],
+        threads: &[2, 8, 32],
+        handoff_cs: &[1000],
+        queue_threads: &[8],
+        ..Matrix::EMPTY
+    },
     reps: 5,
     window: Duration::from_millis(400),
     sample_size: 10,
@@ -946,21 +1288,22 @@ impl Profile {
         }
     }
 
+    /// Wall-clock seconds one (cell, lock) pair takes: the companion
+    /// windows, then criterion's warm-up and samples. Criterion's part
+    /// measured 1.4-2.6x its nominal warm-up + measurement time in the full
+    /// profile on a 2-core machine (whole windows, windows stretched until
+    /// they reach criterion's operation count, threads spawned and joined
+    /// for each), so it is counted twice.
+    fn secs_per_run(&self) -> f64 {
+        self.reps as f64 * self.window.as_secs_f64()
+            + 2.0 * (self.warm_up + self.measurement).as_secs_f64()
+            + 0.05
+    }
+
     fn cells(&self) -> Vec<Cell> {
-        let mut cells = vec![Cell::Uncontended];
-        for &cs in self.cs {
-            let mut thinks = vec![0];
-            if self.with_think {
-                thinks.push(10 * cs.max(10));
-            }
-            for think in thinks {
-                for &threads in self.threads {
-                    cells.push(Cell::Contended { threads, cs, think });
-                }
-            }
-        }
-        cells.extend(self.handoff_cs.iter().map(|&cs| Cell::Handoff { cs }));
-        cells.extend(self.queue_threads.iter().map(|&threads| Cell::Queue { threads }));
+        let mut cells = self.inline.cells(Layout::Inline, Unlock::Plain);
+        cells.extend(self.fair.cells(Layout::Inline, Unlock::Fair));
+        cells.extend(self.split.cells(Layout::Split, Unlock::Plain));
         cells
     }
 }
@@ -1100,24 +1443,76 @@ fn jn(x: f64) -> String {
     }
 }
 
+/// The CPU's model name from `/proc/cpuinfo`. ARM kernels give only the
+/// implementer and part numbers there; the cores this project meets are
+/// named from those, others shown by number.
+fn cpu_model(cpuinfo: &str) -> String {
+    let field = |key: &str| {
+        cpuinfo
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    if let Some(m) = field("model name").or_else(|| field("cpu model")) {
+        return m;
+    }
+    if let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) {
+        let name = match (imp.as_str(), part.as_str()) {
+            ("0x41", "0xd0c") => Some("ARM Neoverse-N1"),
+            ("0x41", "0xd40") => Some("ARM Neoverse-V1"),
+            ("0x41", "0xd49") => Some("ARM Neoverse-N2"),
+            ("0x41", "0xd4f") => Some("ARM Neoverse-V2"),
+            ("0x41", "0xd84") => Some("ARM Neoverse-V3"),
+            ("0x41", "0xd8e") => Some("ARM Neoverse-N3"),
+            ("0x41", "0xd08") => Some("ARM Cortex-A72"),
+            ("0x41", "0xd0b") => Some("ARM Cortex-A76"),
+            ("0xc0", "0xac3") => Some("Ampere AmpereOne"),
+            _ => None,
+        };
+        return match name {
+            Some(n) => format!("{n} (implementer {imp}, part {part})"),
+            None => format!("CPU implementer {imp}, part {part}"),
+        };
+    }
+    field("Model").unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit measured, `-dirty` when tracked files differ from it.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) if !hash.is_empty() => {
+            match git(&["status", "--porcelain", "--untracked-files=no"]) {
+                Some(changes) if changes.is_empty() => hash,
+                _ => format!("{hash}-dirty"),
+            }
+        }
+        _ => "unknown".into(),
+    }
+}
+
 fn machine_fields(cpuinfo: &str) -> String {
-    let model = cpuinfo
-        .lines()
-        .find(|l| {
-            l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model")
-        })
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!(
-        "\"cpu\":{},\"cores\":{cores},\"kernel\":{},\"unix_time\":{unix}",
-        js(&model),
-        js(&kernel)
+        "\"cpu\":{},\"cores\":{cores},\"kernel\":{},\"commit\":{},\"unix_time\":{unix}",
+        js(&cpu_model(cpuinfo)),
+        js(&kernel),
+        js(&commit()),
     )
 }
 
@@ -1183,7 +1578,8 @@ impl Ctx {
         let (threads, cs, think) = cell.params();
         let line = format!(
             concat!(
-                "{{\"bench\":{},\"group\":{},\"lock\":{},\"threads\":{},\"cs\":{},\"think\":{},",
+                "{{\"bench\":{},\"group\":{},\"lock\":{},\"layout\":{},\"unlock\":{},",
+                "\"threads\":{},\"cs\":{},\"think\":{},",
                 "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
                 "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
                 "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"others_cpu\":{},",
@@ -1193,6 +1589,8 @@ impl Ctx {
             js(cell.bench()),
             js(&cell.group()),
             js(lock.name()),
+            js(cell.layout.name()),
+            js(cell.unlock.name()),
             threads,
             cs,
             think,
@@ -1232,12 +1630,24 @@ impl Ctx {
 fn bench_uncontended<F: Family>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
+    layout: Layout,
 ) {
-    let m = Box::new(<F::M<CachePadded<u64>> as BenchMutex<_>>::new(CachePadded::new(0)));
+    match layout {
+        Layout::Inline => bench_uncontended_placed::<F, InlineP>(group, name),
+        Layout::Split => bench_uncontended_placed::<F, SplitP>(group, name),
+    }
+}
+
+fn bench_uncontended_placed<F: Family, P: Place>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+) {
+    let m = new_lock::<F, P, u64>(0);
     group.bench_function(name, |b| {
         b.iter(|| {
             let mut g = m.lock();
             **g = black_box(g.wrapping_add(1));
+            F::unlock(g);
         })
     });
 }
@@ -1249,24 +1659,33 @@ fn main() {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let triple = target_triple();
     let emulated = emulated_cached();
-    let cells = profile.cells();
+    // Every cell this run measures, with the locks it runs.
+    let plan: Vec<(Cell, Vec<LockId>)> = profile
+        .cells()
+        .into_iter()
+        .map(|cell| {
+            let group = cell.group();
+            let locks = LOCKS
+                .iter()
+                .copied()
+                .filter(|l| l.runs_in(cell) && args.matches(&format!("{group}/{}", l.name())))
+                .collect();
+            (cell, locks)
+        })
+        .filter(|(_, locks): &(Cell, Vec<LockId>)| !locks.is_empty())
+        .collect();
 
     let mut ctx = Ctx { profile, cal, triple: triple.clone(), emulated, out: None };
     if args.benchmarking {
-        let windowed = cells.iter().filter(|c| !matches!(c, Cell::Uncontended)).count();
-        let per = profile.reps as f64 * profile.window.as_secs_f64()
-            + profile.warm_up.as_secs_f64()
-            + profile.measurement.as_secs_f64()
-            + 0.05;
+        let runs: usize = plan.iter().map(|(_, locks)| locks.len()).sum();
         eprintln!(
-            "spinbit bench: profile {}, {} cells x {} locks x {} reps of {} ms; \
-             estimated {:.0} s (+ criterion analysis)",
+            "spinbit bench: profile {}, {} cells, {runs} (cell, lock) pairs, {} reps of {} ms; \
+             estimated {:.0} s",
             profile.name,
-            cells.len(),
-            LOCKS.len(),
+            plan.len(),
             profile.reps,
             profile.window.as_millis(),
-            (windowed + 1) as f64 * LOCKS.len() as f64 * per,
+            runs as f64 * profile.secs_per_run(),
         );
         eprintln!(
             "calibration: {:.3} ns per work step, {:.3} ns per tick; target {triple}{}",
@@ -1308,16 +1727,8 @@ fn main() {
     // The window of one criterion sample (see "How a window fits criterion").
     let sample_window = profile.measurement / profile.sample_size as u32;
     let started = Instant::now();
-    for &cell in &cells {
-        let group_name = cell.group();
-        let selected: Vec<LockId> = LOCKS
-            .iter()
-            .copied()
-            .filter(|l| args.matches(&format!("{group_name}/{}", l.name())))
-            .collect();
-        if selected.is_empty() {
-            continue;
-        }
+    for (cell, selected) in &plan {
+        let (cell, group_name) = (*cell, cell.group());
 
         // Companion pass: interleaved, rotated repetitions; medians.
         // Time per operation for each lock, to size criterion's windows.
@@ -1327,8 +1738,7 @@ fn main() {
             for r in 0..profile.reps {
                 for k in 0..selected.len() {
                     let i = (r + k) % selected.len();
-                    let s =
-                        with_family!(selected[i], F => run_cell::<F>(cell, profile.window, 0, cal));
+                    let s = run_lock(selected[i], cell, profile.window, 0, cal);
                     reps[i].push(s);
                 }
             }
@@ -1354,21 +1764,23 @@ fn main() {
         // Criterion.
         let mut group = c.benchmark_group(&group_name);
         group.throughput(Throughput::Elements(1));
-        if !matches!(cell, Cell::Uncontended) {
+        if !matches!(cell.workload, Workload::Uncontended) {
             group.sampling_mode(SamplingMode::Flat);
         }
-        for &lock in &selected {
+        for &lock in selected {
             let est = ns_per_op[LOCKS.iter().position(|&l| l == lock).unwrap_or(0)];
-            match cell {
-                Cell::Uncontended => {
-                    with_family!(lock, F => bench_uncontended::<F>(&mut group, lock.name()))
-                }
+            match (cell.workload, cell.unlock) {
+                (Workload::Uncontended, Unlock::Plain) => with_family!(lock, F =>
+                    bench_uncontended::<F>(&mut group, lock.name(), cell.layout)),
+                (Workload::Uncontended, Unlock::Fair) => with_fair_family!(lock, F =>
+                    bench_uncontended::<F>(&mut group, lock.name(), cell.layout))
+                .expect("only locks with a fair unlock run in fair cells"),
                 _ => {
                     group.bench_function(lock.name(), |b| {
                         b.iter_custom(|n| {
                             let dur =
                                 sample_window.max(Duration::from_secs_f64(n as f64 * est * 1e-9));
-                            let s = with_family!(lock, F => run_cell::<F>(cell, dur, n, cal));
+                            let s = run_lock(lock, cell, dur, n, cal);
                             Duration::from_secs_f64(s.secs * n as f64 / s.ops.max(1) as f64)
                         })
                     });

@@ -6,16 +6,24 @@
 //!
 //! Reads each JSON-lines file the benchmark wrote (by default every
 //! `target/spinbit-bench/*.jsonl`, or `$SPINBIT_BENCH_OUT` if set) and writes
-//! `DIR/<arch>.md` (DIR defaults to `benches/results`) with the machine, the
-//! command that produced the data, a summary of spinbit against the best
-//! peer, and one table per cell; plus SVG charts `DIR/<arch>-*.svg` of
-//! throughput and CPU per operation against the number of threads, one line
-//! per lock, for the headline (critical section, think) pairs. `--source`
-//! adds a line saying what was measured (say, a commit).
+//! one report per CPU family, `DIR/<arch>-<family>.md` (DIR defaults to
+//! `benches/results`; the family comes from the CPU model in the file's meta
+//! line: `x86_64-intel-xeon`, `x86_64-amd-epyc`, `aarch64-arm-neoverse-n2`;
+//! an emulated run is `<arch>-emulated-on-<host family>`), because a tuning
+//! can win on one CPU and lose on another. Each report starts with the CPU,
+//! the commit and the command that produced it, then a summary of spinbit
+//! against the best peer for every cell, a comparison of the two data
+//! layouts where a cell ran in both, and one table per cell; plus SVG charts
+//! `DIR/<arch>-<family>-<layout>-*.svg` of throughput and CPU per operation
+//! against the number of threads, one line per lock, for the headline
+//! (critical section, think) pairs. `--source` adds a line saying what was
+//! measured. Two files of the same family in one invocation are an error:
+//! the second would overwrite the first's report.
 //!
 //! The best peer is the best lock that is neither spinbit nor one of its
-//! ablations: the highest throughput for the throughput ratio, the lowest
-//! CPU per operation for the CPU ratio, picked separately per cell.
+//! ablations, picked separately per cell and per metric: the highest
+//! throughput, the lowest CPU per operation, the highest fairness, the
+//! lowest p99.9 and the lowest maximum wait in `lock()`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -227,6 +235,10 @@ struct Row {
     bench: String,
     group: String,
     lock: String,
+    /// `inline` (data in the lock word's cache line) or `split`.
+    layout: String,
+    /// `plain` or `fair` (every unlock is `unlock_fair`).
+    unlock: String,
     threads: u32,
     cs: u32,
     think: u32,
@@ -248,6 +260,16 @@ impl Row {
             bench: j.str("bench").into(),
             group: j.str("group").into(),
             lock: j.str("lock").into(),
+            // Results from before these fields existed: every cell was split,
+            // every unlock plain.
+            layout: match j.str("layout") {
+                "" => "split".into(),
+                l => l.into(),
+            },
+            unlock: match j.str("unlock") {
+                "" => "plain".into(),
+                u => u.into(),
+            },
             threads: j.num("threads") as u32,
             cs: j.num("cs") as u32,
             think: j.num("think") as u32,
@@ -276,13 +298,40 @@ struct Cell {
     rows: Vec<Row>,
 }
 
+/// spinbit against the best peer of one cell, each metric's best peer picked
+/// separately.
 struct Ratios {
     thrpt: f64,
     thrpt_peer: String,
     cpu: f64,
     cpu_peer: String,
     fair: f64,
-    peer_fair: f64,
+    peer_fair: Best,
+    p999: f64,
+    peer_p999: Best,
+    max: f64,
+    peer_max: Best,
+}
+
+/// The best peer's value of one metric, and which peer it is.
+struct Best {
+    value: f64,
+    lock: String,
+}
+
+impl Best {
+    /// The peer row with the highest (`higher`) or lowest finite `f`.
+    fn of<'a>(rows: impl Iterator<Item = &'a Row>, f: fn(&Row) -> f64, higher: bool) -> Best {
+        rows.filter(|r| f(r).is_finite())
+            .reduce(|a, b| {
+                let better = if higher { f(b) > f(a) } else { f(b) < f(a) };
+                if better { b } else { a }
+            })
+            .map_or(Best { value: f64::NAN, lock: String::new() }, |r| Best {
+                value: f(r),
+                lock: r.lock.clone(),
+            })
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -312,14 +361,31 @@ impl Cell {
         let best_t = peers().max_by(|a, b| a.mops.total_cmp(&b.mops))?;
         let best_c =
             peers().filter(|r| r.cpu.is_finite()).min_by(|a, b| a.cpu.total_cmp(&b.cpu))?;
-        let peer_fair = peers().map(|r| r.fairness).fold(f64::NAN, f64::max);
+        let peer_p999 = Best::of(peers(), |r| r.p999, false);
+        let peer_max = Best::of(peers(), |r| r.max, false);
         Some(Ratios {
             thrpt: s.mops / best_t.mops,
             thrpt_peer: best_t.lock.clone(),
             cpu: s.cpu / best_c.cpu,
             cpu_peer: best_c.lock.clone(),
             fair: s.fairness,
-            peer_fair,
+            peer_fair: Best::of(peers(), |r| r.fairness, true),
+            p999: s.p999,
+            max: s.max,
+            peer_p999,
+            peer_max,
+        })
+    }
+
+    /// The same workload with the same unlock, in the other layout.
+    fn twin<'a>(&self, cells: &'a [Cell]) -> Option<&'a Cell> {
+        let r = self.first();
+        cells.iter().find(|c| {
+            let o = c.first();
+            o.layout != r.layout
+                && o.bench == r.bench
+                && o.unlock == r.unlock
+                && (o.threads, o.cs, o.think) == (r.threads, r.cs, r.think)
         })
     }
 }
@@ -342,6 +408,21 @@ fn f_ns(x: f64) -> String {
         format!("{:.1} µs", x / 1e3)
     } else {
         format!("{:.1} ms", x / 1e6)
+    }
+}
+
+/// A ratio with two significant digits, however far from 1 it is.
+fn f_ratio(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else if x >= 0.1 || x == 0.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1e}")
     }
 }
 
@@ -387,7 +468,7 @@ fn rustc_version() -> String {
 
 fn describe_cell(c: &Cell) -> String {
     let r = c.first();
-    match r.bench.as_str() {
+    let what = match r.bench.as_str() {
         "uncontended" => "one thread, lock+unlock".into(),
         "contended" => format!(
             "{} thread(s), critical section {}, think {}",
@@ -400,7 +481,40 @@ fn describe_cell(c: &Cell) -> String {
         }
         "queue" => format!("{} threads push 100 then pop 100 items each", r.threads),
         _ => String::new(),
-    }
+    };
+    let layout = match r.layout.as_str() {
+        "inline" => "; the data right after the lock word, in its cache line (`Mutex<u64>`)",
+        "split" => "; the data on a cache line of its own",
+        _ => "",
+    };
+    let unlock = if r.unlock == "fair" {
+        "; every unlock is `unlock_fair` (only locks that have one)"
+    } else {
+        ""
+    };
+    format!("{what}{layout}{unlock}")
+}
+
+/// The CPU family a model name belongs to, for file names: the vendor and
+/// the brand that follows it (`Intel(R) Xeon(R) Platinum 8370C` ->
+/// `intel-xeon`, `AMD EPYC 7763 64-Core Processor` -> `amd-epyc`), and for
+/// ARM cores the core too (`ARM Neoverse-N2` -> `arm-neoverse-n2`), since
+/// those differ more than one vendor's server lines do.
+fn cpu_family(cpu: &str) -> String {
+    const VENDORS: &[&str] = &["intel", "amd", "arm", "ampere", "apple", "hygon", "qualcomm"];
+    let cleaned = cpu.replace("(R)", " ").replace("(r)", " ").replace("(TM)", " ");
+    let words: Vec<String> = cleaned
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let start = words.iter().position(|w| VENDORS.contains(&w.as_str())).unwrap_or(0);
+    let take = match words.get(start + 1).map(String::as_str) {
+        Some("neoverse" | "cortex") => 3,
+        _ => 2,
+    };
+    let family: Vec<&str> = words.iter().skip(start).take(take).map(String::as_str).collect();
+    if family.is_empty() { "unknown-cpu".into() } else { family.join("-") }
 }
 
 // ---------------------------------------------------------------------------
@@ -541,11 +655,18 @@ fn chart(
 // The report
 // ---------------------------------------------------------------------------
 
-fn report(
-    input: &Path,
-    out_dir: &Path,
-    source: Option<&str>,
-) -> Result<PathBuf, Box<dyn std::error::Error>> {
+/// What one results file holds.
+struct Run {
+    meta: Json,
+    cells: Vec<Cell>,
+    target: String,
+    arch: String,
+    emulated: bool,
+    /// The report's file name, without extension: `<arch>-<CPU family>`.
+    name: String,
+}
+
+fn load(input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     let text =
         std::fs::read_to_string(input).map_err(|e| format!("reading {}: {e}", input.display()))?;
     let mut meta = Json::Null;
@@ -574,6 +695,21 @@ fn report(
     };
     let arch = target.split('-').next().unwrap_or("unknown").to_string();
     let emulated = meta.bool("emulated") || cells.iter().any(|c| c.first().emulated);
+    let family = cpu_family(meta.str("cpu"));
+    // Under an emulator the CPU is the host's, not one of the target's.
+    let name =
+        if emulated { format!("{arch}-emulated-on-{family}") } else { format!("{arch}-{family}") };
+    Ok(Run { meta, cells, target, arch, emulated, name })
+}
+
+fn report(
+    input: &Path,
+    run: &Run,
+    out_dir: &Path,
+    source: Option<&str>,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let Run { meta, cells, target, arch, emulated, name } = run;
+    let (cells, emulated) = (cells.as_slice(), *emulated);
     let mut locks: Vec<String> = match meta.get("locks") {
         Json::Arr(v) => v
             .iter()
@@ -584,7 +720,7 @@ fn report(
             .collect(),
         _ => Vec::new(),
     };
-    for c in &cells {
+    for c in cells {
         for r in &c.rows {
             if !locks.contains(&r.lock) {
                 locks.push(r.lock.clone());
@@ -595,7 +731,32 @@ fn report(
     std::fs::create_dir_all(out_dir)?;
     let mut md = String::new();
     let w = &mut md;
-    writeln!(w, "# spinbit benchmarks: {target}\n")?;
+    let cpu = match meta.str("cpu") {
+        "" => "unknown",
+        c => c,
+    };
+    writeln!(w, "# spinbit benchmarks: {target}, {cpu}\n")?;
+    let cores = meta.num("cores");
+    writeln!(
+        w,
+        "* CPU: **{cpu}**, {} cores{}",
+        f_num(cores, 0),
+        if emulated { " (host of an emulated run)" } else { "" }
+    )?;
+    let commit = match meta.str("commit") {
+        "" => "not recorded".to_string(),
+        c => format!("`{c}`"),
+    };
+    writeln!(w, "* commit: {commit}{}", source.map(|s| format!(" ({s})")).unwrap_or_default())?;
+    let cmd = meta.str("command");
+    if !cmd.is_empty() {
+        writeln!(w, "* command: `{cmd}`")?;
+    }
+    let input_shown =
+        input.strip_prefix(std::env::current_dir().unwrap_or_default()).unwrap_or(input);
+    let report_cmd =
+        format!("cargo run --release --example bench_report -- {}", input_shown.display());
+    writeln!(w, "* report: `{report_cmd}`\n")?;
     writeln!(
         w,
         "Generated by `examples/bench_report.rs` from the companion metrics of \
@@ -629,11 +790,11 @@ fn report(
     writeln!(w, "## Machine\n")?;
     writeln!(w, "| | |\n|---|---|")?;
     writeln!(w, "| target | `{target}`{} |", if emulated { " (emulated)" } else { "" })?;
+    writeln!(w, "| commit | {commit} |")?;
     if let Some(source) = source {
         writeln!(w, "| source | {source} |")?;
     }
-    writeln!(w, "| CPU | {} |", meta.str("cpu"))?;
-    let cores = meta.num("cores");
+    writeln!(w, "| CPU | {cpu} |")?;
     writeln!(w, "| cores | {} |", f_num(cores, 0))?;
     writeln!(w, "| kernel | {} |", meta.str("kernel"))?;
     writeln!(w, "| rustc (when the report was made) | {} |", rustc_version())?;
@@ -658,19 +819,21 @@ fn report(
 
     writeln!(w, "## Command\n")?;
     writeln!(w, "```sh")?;
-    let cmd = meta.str("command");
     if !cmd.is_empty() {
         writeln!(w, "{cmd}")?;
     }
-    let input_shown =
-        input.strip_prefix(std::env::current_dir().unwrap_or_default()).unwrap_or(input);
-    writeln!(w, "cargo run --release --example bench_report -- {}", input_shown.display())?;
+    writeln!(w, "{report_cmd}")?;
     writeln!(w, "```\n")?;
 
     writeln!(w, "## Reading the tables\n")?;
     writeln!(
         w,
-        "* **Mops/s**: million lock+unlock (handoff: handoffs; queue: pushes and pops) \
+        "* **Cells** are named `<workload>-<layout>/...`. Layout **inline**: \
+         the guarded data right after the lock word, in the same cache line, \
+         as `Mutex<u64>` puts it (what most users run). **split**: the data \
+         on a cache line of its own. **fair** cells: every unlock is \
+         `MutexGuard::unlock_fair`, so only the locks that have one run them.\n\
+         * **Mops/s**: million lock+unlock (handoff: handoffs; queue: pushes and pops) \
          per second, all threads together.\n\
          * **CPU ns/op**: user+sys CPU time of the process per operation \
          (`getrusage`), so spinning and futex traffic count.\n\
@@ -682,11 +845,14 @@ fn report(
          * **others' CPUs**: CPU time other processes used during the \
          windows, in CPUs (busy time from `/proc/stat` minus this run's): \
          the noise on a shared machine.\n\
-         * **spinbit / best peer**: throughput ratio against the fastest peer \
-         (above 1: spinbit is faster) and CPU-per-op ratio against the \
-         cheapest peer (below 1: spinbit burns less). Peers are every lock but \
-         spinbit and its ablations (`spinbit-nospin`: nobody spins; \
-         `spinbit-allspin`: every waiter spins).\n\
+         * **spinbit / best peer**: each metric against the peer best at it, \
+         picked separately: throughput against the fastest (ratio above 1: \
+         spinbit is faster), CPU per op against the cheapest (below 1: \
+         spinbit burns less), fairness against the fairest, p99.9 and max \
+         wait in `lock()` against the lowest (ratio below 1: spinbit's \
+         waiters wait less). Peers are every lock but spinbit and its \
+         ablations (`spinbit-nospin`: nobody spins; `spinbit-allspin`: \
+         every waiter spins).\n\
          * The machine may be shared and noisy: compare locks within one \
          run, not across runs.\n"
     )?;
@@ -695,77 +861,129 @@ fn report(
     writeln!(w, "## Summary: spinbit / best peer\n")?;
     writeln!(
         w,
-        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer | fairness spinbit | best peer fairness | others' CPUs |"
+        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer \
+         | fairness spinbit | fairest peer | p99.9 spinbit | lowest peer p99.9 | p99.9 ratio \
+         | max spinbit | lowest peer max | max ratio | others' CPUs |"
     )?;
-    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|---:|")?;
-    for c in &cells {
+    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    let named = |value: String, lock: &str| {
+        if lock.is_empty() { value } else { format!("{value} ({lock})") }
+    };
+    for c in cells {
         let Some(r) = c.ratios() else { continue };
         let s = c.rows.iter().find(|r| r.lock == "spinbit");
         writeln!(
             w,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.group,
             f_mops(s.map_or(f64::NAN, |s| s.mops)),
-            f_num(r.thrpt, 2),
+            f_ratio(r.thrpt),
             r.thrpt_peer,
-            f_num(r.cpu, 2),
+            f_ratio(r.cpu),
             r.cpu_peer,
             f_num(r.fair, 2),
-            f_num(r.peer_fair, 2),
+            named(f_num(r.peer_fair.value, 2), &r.peer_fair.lock),
+            f_ns(r.p999),
+            named(f_ns(r.peer_p999.value), &r.peer_p999.lock),
+            f_ratio(r.p999 / r.peer_p999.value),
+            f_ns(r.max),
+            named(f_ns(r.peer_max.value), &r.peer_max.lock),
+            f_ratio(r.max / r.peer_max.value),
             f_num(c.others_cpu(), 2),
         )?;
     }
     writeln!(w)?;
 
-    // Charts: headline (cs, think) pairs that have several thread counts.
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    for c in &cells {
-        let r = c.first();
-        if r.bench == "contended" && !pairs.contains(&(r.cs, r.think)) {
-            pairs.push((r.cs, r.think));
+    // The two layouts side by side, where a cell ran in both.
+    let pairs: Vec<(&Cell, &Cell)> = cells
+        .iter()
+        .filter(|c| c.first().layout == "split")
+        .filter_map(|split| split.twin(cells).map(|inline| (inline, split)))
+        .collect();
+    if !pairs.is_empty() {
+        writeln!(w, "## Layouts: inline against split\n")?;
+        writeln!(
+            w,
+            "The cells that ran in both layouts. Throughput ratio: spinbit / the \
+             fastest peer in that layout.\n"
+        )?;
+        writeln!(
+            w,
+            "| cell (split) | spinbit Mops/s inline | spinbit Mops/s split | throughput ratio inline | throughput ratio split | fastest peer inline | fastest peer split |"
+        )?;
+        writeln!(w, "|---|---:|---:|---:|---:|---|---|")?;
+        for (inline, split) in pairs {
+            let (ri, rs) = (inline.ratios(), split.ratios());
+            let mops =
+                |c: &Cell| c.rows.iter().find(|r| r.lock == "spinbit").map_or(f64::NAN, |r| r.mops);
+            writeln!(
+                w,
+                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                split.group,
+                f_mops(mops(inline)),
+                f_mops(mops(split)),
+                f_ratio(ri.as_ref().map_or(f64::NAN, |r| r.thrpt)),
+                f_ratio(rs.as_ref().map_or(f64::NAN, |r| r.thrpt)),
+                ri.as_ref().map_or("-", |r| r.thrpt_peer.as_str()),
+                rs.as_ref().map_or("-", |r| r.thrpt_peer.as_str()),
+            )?;
         }
+        writeln!(w)?;
     }
+
+    // Charts: for each layout, the (cs, think) pairs with several thread
+    // counts, headline pairs first.
     let headline: [(u32, u32); 6] =
         [(0, 0), (100, 1000), (1000, 0), (1000, 10_000), (10_000, 0), (10_000, 100_000)];
     let mut charts = Vec::new();
-    for &(cs, think) in headline.iter().filter(|p| pairs.contains(p)) {
-        let group: Vec<&Cell> = cells
-            .iter()
-            .filter(|c| {
-                let r = c.first();
-                r.bench == "contended" && r.cs == cs && r.think == think
-            })
-            .collect();
-        if group.len() < 2 {
-            continue;
-        }
-        let label = format!("critical section {}, think {}", f_ns(cs as f64), f_ns(think as f64));
-        let emu = if emulated { " [EMULATED: meaningless]" } else { "" };
-        for (metric, kind, what) in [
-            (Metric::Throughput, "throughput", "throughput"),
-            (Metric::Cpu, "cpu", "CPU per operation"),
-        ] {
-            let name = format!("{arch}-{kind}-cs{cs}-think{think}.svg");
-            chart(
-                &out_dir.join(&name),
-                &format!("{target}: {what}, {label}{emu}"),
-                metric,
-                &locks,
-                &group,
-            )?;
-            charts.push((format!("{what}, {label}"), name));
+    for layout in ["inline", "split"] {
+        for &(cs, think) in &headline {
+            let group: Vec<&Cell> = cells
+                .iter()
+                .filter(|c| {
+                    let r = c.first();
+                    r.bench == "contended"
+                        && r.unlock == "plain"
+                        && r.layout == layout
+                        && r.cs == cs
+                        && r.think == think
+                })
+                .collect();
+            if group.len() < 2 {
+                continue;
+            }
+            let label = format!(
+                "{layout} layout, critical section {}, think {}",
+                f_ns(cs as f64),
+                f_ns(think as f64)
+            );
+            let emu = if emulated { " [EMULATED: meaningless]" } else { "" };
+            for (metric, kind, what) in [
+                (Metric::Throughput, "throughput", "throughput"),
+                (Metric::Cpu, "cpu", "CPU per operation"),
+            ] {
+                let file = format!("{name}-{layout}-{kind}-cs{cs}-think{think}.svg");
+                chart(
+                    &out_dir.join(&file),
+                    &format!("{target}, {cpu}: {what}, {label}{emu}"),
+                    metric,
+                    &locks,
+                    &group,
+                )?;
+                charts.push((format!("{what}, {label}"), file));
+            }
         }
     }
     if !charts.is_empty() {
         writeln!(w, "## Charts\n")?;
-        for (alt, name) in &charts {
-            writeln!(w, "![{alt}]({name})\n")?;
+        for (alt, file) in &charts {
+            writeln!(w, "![{alt}]({file})\n")?;
         }
     }
 
     // Every cell.
     writeln!(w, "## Every cell\n")?;
-    for c in &cells {
+    for c in cells {
         writeln!(w, "### `{}`\n", c.group)?;
         let others = c.others_cpu();
         if others.is_finite() {
@@ -812,7 +1030,7 @@ fn report(
         writeln!(w)?;
     }
 
-    let path = out_dir.join(format!("{arch}.md"));
+    let path = out_dir.join(format!("{name}.md"));
     std::fs::write(&path, md)?;
     Ok(path)
 }
@@ -859,8 +1077,22 @@ fn main() {
         }
     }
     let mut failed = false;
+    let mut written: Vec<(String, PathBuf)> = Vec::new();
     for input in &inputs {
-        match report(input, &out_dir, source.as_deref()) {
+        let result = load(input).and_then(|run| {
+            if let Some((_, first)) = written.iter().find(|(n, _)| *n == run.name) {
+                return Err(format!(
+                    "{} is also a {} run: one report per CPU family, pass one file per family",
+                    first.display(),
+                    run.name
+                )
+                .into());
+            }
+            let path = report(input, &run, &out_dir, source.as_deref())?;
+            written.push((run.name, input.clone()));
+            Ok(path)
+        });
+        match result {
             Ok(path) => println!("{} -> {}", input.display(), path.display()),
             Err(e) => {
                 eprintln!("{}: {e}", input.display());
