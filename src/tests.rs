@@ -1,36 +1,137 @@
-//! Unit tests that need the crate's internals: slow-path counters, the
-//! portable parker and the mixed wake policy under real threads, and a look
-//! at the waiter stack through the stack lock.
+//! Unit tests that need the crate's internals: slow-path event counters,
+//! contended stress runs of every native platform (the futex parker, the
+//! portable parker, the wake policies and the spin ablations), lost-wakeup
+//! hunts with a parker that dawdles before it arms, and a look at the waiter
+//! stack through the stack lock.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::{RefCell, UnsafeCell};
+use std::fmt;
 use std::ptr;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Barrier, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, STACK_LOCKED};
-use crate::platform::native::{AllSpin, MixedWake, Native, NoSpin, ThreadPark};
+use crate::platform::native::{
+    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, SPIN_ONE, ThreadPark,
+};
+use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::{Rng, Watchdog};
+
+// ---------------------------------------------------------------------------
+// Slow-path event counters
+// ---------------------------------------------------------------------------
+
+/// Room for this many `Event` variants; `record` panics on a larger one.
+const MAX_EVENTS: usize = 32;
+
+/// Counts of every `Event` variant, indexed by `event as usize`, so variants
+/// added to `Event` are counted without any change here.
+#[derive(Clone, Copy)]
+pub(crate) struct Events {
+    counts: [u64; MAX_EVENTS],
+    /// One instance of each variant seen, for printing its name.
+    seen: [Option<Event>; MAX_EVENTS],
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events { counts: [0; MAX_EVENTS], seen: [None; MAX_EVENTS] }
+    }
+}
+
+impl Events {
+    fn add(&mut self, other: &Events) {
+        for i in 0..MAX_EVENTS {
+            self.counts[i] += other.counts[i];
+            self.seen[i] = self.seen[i].or(other.seen[i]);
+        }
+    }
+
+    fn get(&self, event: Event) -> u64 {
+        self.counts[event as usize]
+    }
+
+    /// Wakes of either end of the stack.
+    fn wakes(&self) -> u64 {
+        self.get(Event::TailWake) + self.get(Event::HeadWake)
+    }
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut m = f.debug_map();
+        for (count, event) in self.counts.iter().zip(&self.seen) {
+            if let Some(event) = event {
+                m.entry(event, count);
+            }
+        }
+        m.finish()
+    }
+}
+
 thread_local! {
-    static PARKED: Cell<u64> = const { Cell::new(0) };
-    static SPUN: Cell<u64> = const { Cell::new(0) };
+    static EVENTS: RefCell<Events> = RefCell::new(Events::default());
 }
 
+/// Called by the native platforms' `Platform::record` in test builds.
 pub(crate) fn record(event: Event) {
-    let c = match event {
-        Event::Parked => &PARKED,
-        Event::Spun => &SPUN,
-        _ => return,
-    };
-    c.with(|c| c.set(c.get() + 1));
+    let i = event as usize;
+    assert!(i < MAX_EVENTS, "raise MAX_EVENTS in src/tests.rs for {event:?}");
+    EVENTS.with_borrow_mut(|e| {
+        e.counts[i] += 1;
+        e.seen[i] = Some(event);
+    });
 }
 
-/// This thread's (parked, spun) counts.
-fn counts() -> (u64, u64) {
-    (PARKED.with(Cell::get), SPUN.with(Cell::get))
+/// This thread's counts so far.
+fn my_events() -> Events {
+    EVENTS.with_borrow(|e| *e)
 }
+
+/// Adds this thread's counts to a test's total when it is dropped, at the
+/// end of the worker thread (also when the worker panics).
+struct Tally<'a>(&'a Mutex<Events>);
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        let mine = EVENTS.with_borrow_mut(std::mem::take);
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).add(&mine);
+    }
+}
+
+#[test]
+fn every_event_variant_is_counted_and_named() {
+    let total = Mutex::new(Events::default());
+    thread::scope(|s| {
+        for n in 1..=3 {
+            let total = &total;
+            s.spawn(move || {
+                let _tally = Tally(total);
+                for _ in 0..n {
+                    record(Event::HeadWake);
+                }
+                record(Event::StackBusy);
+            });
+        }
+    });
+    let total = total.into_inner().unwrap();
+    assert_eq!(total.get(Event::HeadWake), 6);
+    assert_eq!(total.get(Event::StackBusy), 3);
+    assert_eq!(total.get(Event::Parked), 0);
+    assert_eq!(format!("{total:?}"), "{StackBusy: 3, HeadWake: 6}");
+}
+
+// ---------------------------------------------------------------------------
+// A lock over any native platform
+// ---------------------------------------------------------------------------
 
 /// A lock over any native platform, with non-atomic data.
 struct Guarded<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> {
@@ -53,6 +154,17 @@ impl<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> Guarded<P> {
         unsafe { *self.data.get() = std::hint::black_box(*self.data.get()) + 1 };
         // SAFETY: locked above.
         unsafe { self.lock.unlock() };
+    }
+
+    /// The data, once every thread that touched it has been joined.
+    fn value(&self) -> u64 {
+        // SAFETY: the callers have joined every other thread.
+        unsafe { *self.data.get() }
+    }
+
+    /// The whole state word: 0 once the lock is free and nobody waits.
+    fn word(&self) -> usize {
+        self.lock.state.load(Relaxed).addr()
     }
 
     /// Counts the sleeping waiters, taking the stack lock as an unlocker
@@ -87,6 +199,159 @@ impl<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> Guarded<P> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Contended stress runs
+// ---------------------------------------------------------------------------
+
+/// Each event that the contended runs must show, at least this many times.
+const MIN_EVENTS: u64 = 2_000;
+
+/// Threads of a contended run: four per core on the 2-core CI machine.
+const THREADS: usize = if cfg!(miri) { 3 } else { 8 };
+/// Acquisitions per thread of a contended run.
+const ROUNDS: u64 = if cfg!(miri) { 15 } else { 3_000 };
+
+/// A critical section: a quarter of them outlast the spinner's 2 µs budget
+/// (3-6 µs), and a quarter sleep while holding the lock (20 µs asked, more
+/// in practice). Sleeping holders are what make waiters park: a holder that
+/// stays on its CPU is mostly waited out by a spinner and by yields.
+fn critical_section(rng: &mut Rng) {
+    match rng.below(16) {
+        0..4 => spin_for_ns(3_000 + rng.below(3_000)),
+        4..8 => thread::sleep(Duration::from_micros(20)),
+        _ => {}
+    }
+}
+
+/// Time between two acquisitions: none half the time, up to 2 µs of work
+/// otherwise, and one in 256 sleeps for 50 µs.
+fn think(rng: &mut Rng) {
+    match rng.below(256) {
+        0..128 => {}
+        128 => thread::sleep(Duration::from_micros(50)),
+        _ => spin_for_ns(rng.below(2_000)),
+    }
+}
+
+/// `threads` threads take the lock `rounds` times each, with critical
+/// sections and think times from [`critical_section`] and [`think`]. Checks
+/// that no update was lost and that the lock ends clean; returns the
+/// slow-path events of all the threads.
+fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+    rounds: u64,
+) -> Events {
+    let g = Guarded::<P>::new();
+    let total = Mutex::new(Events::default());
+    let dog = Watchdog::start(name);
+    let start = Instant::now();
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (g, total, dog) = (&g, &total, &dog);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 1);
+                for _ in 0..rounds {
+                    g.lock.lock();
+                    // SAFETY: locked above, and unlocked once by its holder;
+                    // the plain read-modify-write around the critical section
+                    // loses updates without mutual exclusion.
+                    unsafe {
+                        let v = std::hint::black_box(*g.data.get());
+                        critical_section(&mut rng);
+                        *g.data.get() = v + 1;
+                        g.lock.unlock();
+                    }
+                    dog.progress();
+                    think(&mut rng);
+                }
+            });
+        }
+    });
+    assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
+    assert_eq!(g.word(), 0, "lock left dirty");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
+    events
+}
+
+/// What a contended run fell short of: parking, spinning and waking must
+/// each have happened at least `min` times.
+fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
+    let mut short = Vec::new();
+    if events.get(Event::Parked) < min {
+        short.push("Parked");
+    }
+    if events.get(Event::Spun) < min {
+        short.push("Spun");
+    }
+    if events.wakes() < min {
+        short.push("TailWake + HeadWake");
+    }
+    short
+}
+
+/// Runs [`contend`] and asserts that the slow paths really ran.
+fn contend_hard<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(name: &str) -> Events {
+    let events = contend::<P>(name, THREADS, ROUNDS);
+    if !cfg!(miri) {
+        let short = shortfall(&events, MIN_EVENTS);
+        assert!(short.is_empty(), "fewer than {MIN_EVENTS} of {short:?}: {events:?}");
+    }
+    events
+}
+
+#[test]
+fn contended_futex_parker() {
+    contend_hard::<Native>("contended_futex_parker");
+}
+
+#[test]
+fn contended_portable_parker() {
+    contend_hard::<ThreadPark>("contended_portable_parker");
+}
+
+#[test]
+fn contended_mixed_lifo_fifo_wakes() {
+    let events = contend_hard::<MixedWake>("contended_mixed_lifo_fifo_wakes");
+    if !cfg!(miri) {
+        // Two newest-first wakes, then the tail's own: both kinds, often.
+        let (head, tail) = (events.get(Event::HeadWake), events.get(Event::TailWake));
+        assert!(head >= MIN_EVENTS / 2 && tail >= MIN_EVENTS / 4, "{events:?}");
+    }
+}
+
+#[test]
+fn contended_without_spinning() {
+    let events = contend::<NoSpin>("contended_without_spinning", THREADS, ROUNDS);
+    assert_eq!(events.get(Event::Spun), 0, "{events:?}");
+    if !cfg!(miri) {
+        assert!(events.get(Event::Parked) >= MIN_EVENTS, "{events:?}");
+        assert!(events.wakes() >= MIN_EVENTS, "{events:?}");
+    }
+}
+
+#[test]
+fn contended_when_every_waiter_spins() {
+    let events = contend::<AllSpin>("contended_when_every_waiter_spins", THREADS, ROUNDS);
+    if !cfg!(miri) {
+        assert!(events.get(Event::Spun) >= MIN_EVENTS, "{events:?}");
+        assert!(events.get(Event::Parked) >= MIN_EVENTS, "{events:?}");
+    }
+}
+
+#[test]
+fn an_uncontended_run_fails_the_slow_path_check() {
+    // The check of the contended runs can fail: one thread never waits.
+    let events = contend::<Native>("an_uncontended_run_fails_the_slow_path_check", 1, ROUNDS / 4);
+    assert_eq!(shortfall(&events, 1), ["Parked", "Spun", "TailWake + HeadWake"], "{events:?}");
+}
+
+/// Short critical sections, no think time: mostly fast paths and spinner
+/// hand-overs. Also the ThreadSanitizer negative control's test (see
+/// `.ci/run`): a lock whose unlock does not release the critical section
+/// races here.
 fn hammer<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(threads: usize, per_thread: u64) {
     let g = Guarded::<P>::new();
     thread::scope(|s| {
@@ -94,31 +359,143 @@ fn hammer<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(threads: usize, 
             s.spawn(|| (0..per_thread).for_each(|_| g.increment()));
         }
     });
-    assert_eq!(unsafe { *g.data.get() }, threads as u64 * per_thread);
-    assert_eq!(g.lock.state.load(Relaxed).addr(), 0, "lock left dirty");
-}
-
-const ROUNDS: u64 = if cfg!(miri) { 50 } else { 100_000 };
-
-#[test]
-fn exclusion_with_the_portable_parker() {
-    hammer::<ThreadPark>(8, ROUNDS);
+    assert_eq!(g.value(), threads as u64 * per_thread, "lost updates: mutual exclusion failed");
+    assert_eq!(g.word(), 0, "lock left dirty");
 }
 
 #[test]
-fn exclusion_with_mixed_lifo_fifo_wakes() {
-    hammer::<MixedWake>(8, ROUNDS);
+fn exclusion_with_short_critical_sections() {
+    hammer::<Native>(4, if cfg!(miri) { 50 } else { 100_000 });
 }
 
 #[test]
-fn exclusion_without_spinning() {
-    hammer::<NoSpin>(8, ROUNDS);
+fn exclusion_with_short_critical_sections_portable_parker() {
+    hammer::<ThreadPark>(4, if cfg!(miri) { 50 } else { 100_000 });
+}
+
+// ---------------------------------------------------------------------------
+// Lost wakeups
+// ---------------------------------------------------------------------------
+
+/// A parker that now and then dawdles (yields the CPU, or spins for a few
+/// microseconds) before it arms. Harmless when the lock arms before it
+/// publishes the node, as it must; a lock that arms after the push leaves a
+/// wide window for the unparker to wake the node before it is armed, and the
+/// arming then erases the wake.
+#[repr(transparent)]
+struct Dawdle<K>(K);
+
+thread_local! {
+    static DAWDLE_RNG: RefCell<Rng> = RefCell::new(Rng::new(thread_id_seed()));
+}
+
+fn thread_id_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(thread::current().id())
+}
+
+impl<K: Parker> Parker for Dawdle<K> {
+    fn new() -> Self {
+        Dawdle(K::new())
+    }
+
+    fn prepare(&self) {
+        match DAWDLE_RNG.with_borrow_mut(|r| r.below(4)) {
+            0 => thread::yield_now(),
+            1 => spin_for_ns(2_000),
+            2 => spin_for_ns(8_000),
+            _ => {
+                thread::yield_now();
+                spin_for_ns(4_000);
+            }
+        }
+        self.0.prepare();
+    }
+
+    fn park(&self) {
+        self.0.park();
+    }
+
+    unsafe fn unpark(this: *const Self) {
+        // SAFETY: forwarded from the caller; `Dawdle` is a transparent
+        // wrapper, so the inner parker lives exactly as long as `this`.
+        unsafe { K::unpark(&raw const (*this).0) }
+    }
+}
+
+/// Threads that take the lock in short bursts and then all meet at a
+/// barrier, over and over: each meeting is a moment when nobody is left to
+/// unlock, so a sleeper whose wake was lost (or that went to sleep on a free
+/// lock) stays asleep, the barrier never opens, and the watchdog fails the
+/// test.
+fn bursts<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+    bursts: u64,
+) {
+    let g = Guarded::<P>::new();
+    let meet = Barrier::new(threads);
+    let dog = Watchdog::start(name);
+    let total = Mutex::new(Events::default());
+    let start = Instant::now();
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (g, meet, dog, total) = (&g, &meet, &dog, &total);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 100);
+                for _ in 0..bursts {
+                    meet.wait();
+                    for _ in 0..2 + rng.below(4) {
+                        g.lock.lock();
+                        // SAFETY: as in `contend`.
+                        unsafe {
+                            let v = std::hint::black_box(*g.data.get());
+                            critical_section(&mut rng);
+                            *g.data.get() = v + 1;
+                            g.lock.unlock();
+                        }
+                        dog.progress();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(g.word(), 0, "lock left dirty");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {threads} threads x {bursts} bursts in {:?}: {events:?}", start.elapsed());
+}
+
+/// Bursts per lost-wakeup test.
+const BURSTS: u64 = if cfg!(miri) { 10 } else { 2_500 };
+
+#[test]
+fn no_lost_wakeup_when_arming_dawdles_os_parker() {
+    bursts::<NativeWith<Dawdle<OsParker>, SPIN_ONE, 0>>(
+        "no_lost_wakeup_when_arming_dawdles_os_parker",
+        4,
+        BURSTS,
+    );
 }
 
 #[test]
-fn exclusion_when_every_waiter_spins() {
-    hammer::<AllSpin>(8, ROUNDS);
+fn no_lost_wakeup_when_arming_dawdles_portable() {
+    // Mostly newest-first wakes: the node just pushed is the one popped.
+    bursts::<NativeWith<Dawdle<ThreadParker>, SPIN_ONE, 2>>(
+        "no_lost_wakeup_when_arming_dawdles_portable",
+        4,
+        BURSTS,
+    );
 }
+
+#[test]
+fn no_sleeper_left_behind_at_quiescence() {
+    bursts::<Native>("no_sleeper_left_behind_at_quiescence", 3, BURSTS);
+}
+
+// ---------------------------------------------------------------------------
+// Single scenarios
+// ---------------------------------------------------------------------------
 
 /// A holder keeps the lock until every waiter sleeps on the stack; each
 /// waiter must then have parked, and one of them must have spun first.
@@ -131,7 +508,7 @@ fn waiters_park_and_one_spins<P: Platform<State = AtomicPtr<crate::lock::Node<P>
             .map(|_| {
                 s.spawn(|| {
                     g.increment();
-                    counts()
+                    my_events()
                 })
             })
             .collect();
@@ -142,9 +519,9 @@ fn waiters_park_and_one_spins<P: Platform<State = AtomicPtr<crate::lock::Node<P>
         unsafe { g.lock.unlock() };
         handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
     });
-    assert_eq!(unsafe { *g.data.get() }, WAITERS as u64);
-    assert!(per_thread.iter().all(|&(parked, _)| parked >= 1), "{per_thread:?}");
-    assert!(per_thread.iter().any(|&(_, spun)| spun >= 1), "{per_thread:?}");
+    assert_eq!(g.value(), WAITERS as u64);
+    assert!(per_thread.iter().all(|e| e.get(Event::Parked) >= 1), "{per_thread:?}");
+    assert!(per_thread.iter().any(|e| e.get(Event::Spun) >= 1), "{per_thread:?}");
 }
 
 #[test]
@@ -161,10 +538,10 @@ fn waiters_really_park_with_the_portable_parker() {
 fn no_spin_ablation_never_spins() {
     let g = Guarded::<NoSpin>::new();
     g.lock.lock();
-    let (parked, spun) = thread::scope(|s| {
+    let events = thread::scope(|s| {
         let h = s.spawn(|| {
             g.increment();
-            counts()
+            my_events()
         });
         while g.sleepers() < 1 {
             thread::sleep(Duration::from_millis(1));
@@ -173,7 +550,8 @@ fn no_spin_ablation_never_spins() {
         unsafe { g.lock.unlock() };
         h.join().unwrap()
     });
-    assert_eq!((parked >= 1, spun), (true, 0));
+    assert!(events.get(Event::Parked) >= 1, "{events:?}");
+    assert_eq!(events.get(Event::Spun), 0, "{events:?}");
 }
 
 #[test]

@@ -1,0 +1,152 @@
+//! Helpers shared by the real-thread tests: a watchdog that turns a hang
+//! (a lost wakeup, a leaked lock) into a failure with a clear message, and a
+//! small deterministic random number generator.
+//!
+//! The integration tests use this file as `mod common;`; the crate's unit
+//! tests include it too (`src/tests.rs`), so there is one copy of each.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The environment variable that overrides [`Watchdog::DEFAULT_SECS`].
+pub const WATCHDOG_SECS_VAR: &str = "SPINBIT_WATCHDOG_SECS";
+
+/// Aborts the process with a message if its test makes no progress for a
+/// while: a lock that loses a wakeup leaves a thread asleep forever, and the
+/// test must then fail, not hang its CI job.
+///
+/// Workers call [`Watchdog::progress`] after each operation; a watchdog thread
+/// checks the count every 50 ms. The process is aborted (not the test thread
+/// panicked: the test thread is the one that hangs, in a join or a barrier),
+/// after the message is written straight to the standard error stream so that
+/// the test harness's output capture cannot swallow it.
+///
+/// Under Miri no watchdog thread runs: Miri reports deadlocks itself.
+pub struct Watchdog {
+    shared: Arc<Shared>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    name: String,
+    progress: AtomicU64,
+    done: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Watchdog {
+    /// How long a test may go without progress, unless
+    /// `SPINBIT_WATCHDOG_SECS` says otherwise. Far above any healthy pause
+    /// (a sanitizer run on an oversubscribed 2-core machine included): it
+    /// only decides how long a hung test takes to fail.
+    pub const DEFAULT_SECS: u64 = 20;
+
+    /// Starts a watchdog for the test `name`, with the default timeout.
+    pub fn start(name: &str) -> Watchdog {
+        let secs = std::env::var(WATCHDOG_SECS_VAR)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(Self::DEFAULT_SECS);
+        Self::with_timeout(name, Duration::from_secs(secs))
+    }
+
+    /// Starts a watchdog for the test `name` that aborts the process after
+    /// `timeout` without progress.
+    pub fn with_timeout(name: &str, timeout: Duration) -> Watchdog {
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            progress: AtomicU64::new(0),
+            done: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let thread = (!cfg!(miri)).then(|| {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name(format!("watchdog: {name}"))
+                .spawn(move || shared.watch(timeout))
+                .expect("spawn the watchdog thread")
+        });
+        Watchdog { shared, thread }
+    }
+
+    /// Records progress: one more operation completed.
+    #[inline]
+    pub fn progress(&self) {
+        self.shared.progress.fetch_add(1, Relaxed);
+    }
+
+    /// The operations recorded so far.
+    pub fn count(&self) -> u64 {
+        self.shared.progress.load(Relaxed)
+    }
+}
+
+impl Shared {
+    fn watch(&self, timeout: Duration) {
+        let mut seen = self.progress.load(Relaxed);
+        let mut since = Instant::now();
+        let mut done = self.done.lock().unwrap();
+        while !*done {
+            done = self.wake.wait_timeout(done, Duration::from_millis(50)).unwrap().0;
+            let now = self.progress.load(Relaxed);
+            if now != seen {
+                seen = now;
+                since = Instant::now();
+            } else if since.elapsed() >= timeout && !*done {
+                let msg = format!(
+                    "\nWATCHDOG: test `{}` made no progress for {:.1} s after {seen} operations: \
+                     a thread is blocked for good (lost wakeup or leaked lock). Aborting.\n",
+                    self.name,
+                    since.elapsed().as_secs_f64(),
+                );
+                // Straight to the file descriptor: `eprintln!` output of a
+                // test's threads is captured and would be lost in the abort.
+                let _ = std::io::stderr().write_all(msg.as_bytes());
+                std::process::abort();
+            }
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        *self.shared.done.lock().unwrap() = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// xorshift64*: deterministic per seed, good enough to pick test actions.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        // Spread small seeds; the state must not be zero.
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (n > 0; the modulo bias is irrelevant here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// True with probability 1/n.
+    pub fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}

@@ -1,0 +1,392 @@
+//! Torture test through the public API: 64 threads for a bounded time, with
+//! random critical sections and think times (none, short, longer than the
+//! spinner's 2 µs budget, sleeps), and a random mix of `lock`, `try_lock`,
+//! `MutexGuard::unlock_fair`, `MutexGuard::bump` and panics inside the guard.
+//!
+//! It checks mutual exclusion on plain (non-atomic) data, that no update is
+//! lost, that the lock is free at the end, and that no single `lock()` call
+//! waited longer than a generous bound (a starved thread fails the test). A
+//! watchdog fails the test instead of letting a lost wakeup hang it.
+//!
+//! `SPINBIT_TORTURE_SECS` sets the duration (default 2 s; CI runs a longer
+//! one), `SPINBIT_TORTURE_MAX_WAIT_MS` the bound on one wait (default 2000).
+
+mod common;
+
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Rng, Watchdog};
+use lock_api::{GuardSend, Mutex, MutexGuard, RawMutex, RawMutexFair};
+
+/// The longest a single `lock()` may wait, unless the environment says
+/// otherwise. A healthy lock on an oversubscribed 2-core machine, with
+/// holders that sleep, keeps every wait far below this (see the printed
+/// maximum); a thread that is starved for good exceeds it.
+const MAX_WAIT_MS: u64 = 2_000;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name}={v:?} does not parse")),
+        Err(_) => default,
+    }
+}
+
+/// The waits counted by length in the report.
+const WAIT_BUCKETS_MS: [u64; 3] = [10, 100, 1_000];
+
+/// Two words that must always be equal, updated with a read, an opaque
+/// pause and two writes: overlapping critical sections tear them.
+#[derive(Default)]
+struct Pair {
+    a: u64,
+    b: u64,
+}
+
+/// The payload of the panics the torture raises on purpose.
+struct Deliberate;
+
+/// Keeps the deliberate panics out of the test output; any other panic is
+/// reported as usual.
+fn quiet_deliberate_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<Deliberate>() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Busy-waits for `ns` nanoseconds.
+fn spin_for(ns: u64) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_nanos(ns) {
+        std::hint::spin_loop();
+    }
+}
+
+/// How long a critical section or a think time lasts.
+fn delay(rng: &mut Rng, sleep_one_in: u64) {
+    match rng.below(100) {
+        // None at all.
+        0..40 => {}
+        // Short: well within the spin budget.
+        40..75 => spin_for(rng.below(1_000)),
+        // Longer than the spinner's 2 µs budget.
+        75..99 => spin_for(3_000 + rng.below(17_000)),
+        // Now and then, a sleep.
+        _ if rng.one_in(sleep_one_in) => thread::sleep(Duration::from_micros(50 + rng.below(500))),
+        _ => {}
+    }
+}
+
+/// What the threads did and saw.
+#[derive(Debug, Default)]
+struct Report {
+    threads: usize,
+    elapsed: Duration,
+    locks: u64,
+    try_locks: u64,
+    try_lock_misses: u64,
+    unlock_fairs: u64,
+    bumps: u64,
+    panics: u64,
+    /// Critical sections that found the pair torn.
+    torn: u64,
+    /// The pair's final value and the number of completed critical sections.
+    final_a: u64,
+    final_b: u64,
+    sections: u64,
+    locked_at_end: bool,
+    max_wait: Duration,
+    /// `lock()` calls that waited longer than 10 ms, 100 ms and 1 s.
+    waits_over: [u64; 3],
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} threads for {:.2?}:", self.threads, self.elapsed)?;
+        writeln!(
+            f,
+            "  {} lock ({} unlock_fair, {} bump, {} panics inside the guard), \
+             {} try_lock ({} missed)",
+            self.locks,
+            self.unlock_fairs,
+            self.bumps,
+            self.panics,
+            self.try_locks,
+            self.try_lock_misses
+        )?;
+        writeln!(
+            f,
+            "  {} critical sections, {} torn; pair = ({}, {}); locked at the end: {}",
+            self.sections, self.torn, self.final_a, self.final_b, self.locked_at_end
+        )?;
+        write!(f, "  longest lock() wait: {:.2?}; waits over", self.max_wait)?;
+        for (ms, n) in WAIT_BUCKETS_MS.iter().zip(&self.waits_over) {
+            write!(f, " {ms} ms: {n},")?;
+        }
+        Ok(())
+    }
+}
+
+impl Report {
+    /// Every property the torture checks, with `bound` the longest allowed
+    /// single wait.
+    fn check(&self, bound: Duration) -> Result<(), String> {
+        let mut errors = Vec::new();
+        if self.torn > 0 {
+            errors.push(format!("{} critical sections overlapped (torn pair)", self.torn));
+        }
+        if self.final_a != self.final_b || self.final_a != self.sections {
+            errors.push(format!(
+                "lost updates: pair = ({}, {}) after {} critical sections",
+                self.final_a, self.final_b, self.sections
+            ));
+        }
+        if self.locked_at_end {
+            errors.push("the mutex is still locked after every thread finished".into());
+        }
+        if self.max_wait > bound {
+            errors.push(format!(
+                "a lock() call waited {:?}, over the {bound:?} bound: a thread starved",
+                self.max_wait
+            ));
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }
+}
+
+/// Per-thread tallies, summed into the report.
+#[derive(Default)]
+struct Tally {
+    locks: AtomicU64,
+    try_locks: AtomicU64,
+    try_lock_misses: AtomicU64,
+    unlock_fairs: AtomicU64,
+    bumps: AtomicU64,
+    panics: AtomicU64,
+    torn: AtomicU64,
+    sections: AtomicU64,
+    max_wait_ns: AtomicU64,
+    waits_over: [AtomicU64; 3],
+}
+
+/// One critical section on the pair: checks it is whole, then updates it
+/// with a pause between the writes, so that an overlapping section sees it
+/// torn. Returns whether it was whole.
+fn section(p: &mut Pair, rng: &mut Rng) -> bool {
+    let whole = p.a == p.b;
+    let a = p.a;
+    // Opaque to the compiler: the pair may have changed meanwhile, so it is
+    // read back from memory below.
+    std::hint::black_box(&mut *p);
+    delay(rng, 50);
+    p.a = a + 1;
+    std::hint::black_box(&mut *p);
+    p.b += 1;
+    whole
+}
+
+/// Runs the torture on a `lock_api` mutex over `R` for `duration`.
+fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration) -> Report {
+    quiet_deliberate_panics();
+    let m = Mutex::<R, Pair>::new(Pair::default());
+    let t = Tally::default();
+    let dog = Watchdog::start("torture");
+    let start = Instant::now();
+    let deadline = start + duration;
+    thread::scope(|s| {
+        for id in 0..threads {
+            let (m, t, dog) = (&m, &t, &dog);
+            s.spawn(move || worker(m, t, dog, Rng::new(id as u64 + 1), deadline));
+        }
+    });
+    let elapsed = start.elapsed();
+    let locked_at_end = m.is_locked();
+    let p = m.into_inner();
+    Report {
+        threads,
+        elapsed,
+        locks: t.locks.into_inner(),
+        try_locks: t.try_locks.into_inner(),
+        try_lock_misses: t.try_lock_misses.into_inner(),
+        unlock_fairs: t.unlock_fairs.into_inner(),
+        bumps: t.bumps.into_inner(),
+        panics: t.panics.into_inner(),
+        torn: t.torn.into_inner(),
+        final_a: p.a,
+        final_b: p.b,
+        sections: t.sections.into_inner(),
+        locked_at_end,
+        max_wait: Duration::from_nanos(t.max_wait_ns.into_inner()),
+        waits_over: t.waits_over.map(AtomicU64::into_inner),
+    }
+}
+
+fn worker<R: RawMutexFair + Sync>(
+    m: &Mutex<R, Pair>,
+    t: &Tally,
+    dog: &Watchdog,
+    mut rng: Rng,
+    deadline: Instant,
+) {
+    let timed_lock = || {
+        let start = Instant::now();
+        let g = m.lock();
+        let waited = start.elapsed();
+        let ns = waited.as_nanos() as u64;
+        t.max_wait_ns.fetch_max(ns, Relaxed);
+        for (ms, n) in WAIT_BUCKETS_MS.iter().zip(&t.waits_over) {
+            if waited > Duration::from_millis(*ms) {
+                n.fetch_add(1, Relaxed);
+            }
+        }
+        t.locks.fetch_add(1, Relaxed);
+        g
+    };
+    let (mut sections, mut torn) = (0, 0);
+    let mut tally = |whole: bool| {
+        sections += 1;
+        torn += u64::from(!whole);
+    };
+    while Instant::now() < deadline {
+        match rng.below(100) {
+            // lock, one section, unlock.
+            0..50 => {
+                let mut g = timed_lock();
+                tally(section(&mut g, &mut rng));
+            }
+            // lock, one section, hand the lock to the oldest sleeper.
+            50..65 => {
+                let mut g = timed_lock();
+                tally(section(&mut g, &mut rng));
+                MutexGuard::unlock_fair(g);
+                t.unlock_fairs.fetch_add(1, Relaxed);
+            }
+            // lock, a section, let a sleeper in, another section.
+            65..75 => {
+                let mut g = timed_lock();
+                tally(section(&mut g, &mut rng));
+                MutexGuard::bump(&mut g);
+                t.bumps.fetch_add(1, Relaxed);
+                tally(section(&mut g, &mut rng));
+            }
+            // try_lock.
+            75..95 => {
+                t.try_locks.fetch_add(1, Relaxed);
+                match m.try_lock() {
+                    Some(mut g) => tally(section(&mut g, &mut rng)),
+                    None => {
+                        t.try_lock_misses.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            // A panic inside the guard: unwinding must release the lock
+            // (if it does not, every other thread blocks and the watchdog
+            // fails the test).
+            _ => {
+                let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                    let mut g = timed_lock();
+                    tally(section(&mut g, &mut rng));
+                    panic::panic_any(Deliberate);
+                }));
+                let payload: Box<dyn Any + Send> = r.expect_err("the deliberate panic");
+                assert!(payload.is::<Deliberate>(), "an unexpected panic inside the guard");
+                t.panics.fetch_add(1, Relaxed);
+            }
+        }
+        dog.progress();
+        delay(&mut rng, 20);
+    }
+    t.sections.fetch_add(sections, Relaxed);
+    t.torn.fetch_add(torn, Relaxed);
+}
+
+#[test]
+fn torture_64_threads() {
+    let secs: f64 = env_or("SPINBIT_TORTURE_SECS", if cfg!(miri) { 0.05 } else { 2.0 });
+    let bound = Duration::from_millis(env_or("SPINBIT_TORTURE_MAX_WAIT_MS", MAX_WAIT_MS));
+    let threads = if cfg!(miri) { 4 } else { 64 };
+    let report = torture::<spinbit::RawMutex>(threads, Duration::from_secs_f64(secs));
+    eprintln!("torture: {report}");
+    if let Err(e) = report.check(bound) {
+        panic!("torture failed: {e}\n{report}");
+    }
+    if !cfg!(miri) {
+        // Each operation of the mix really ran.
+        let ran =
+            [report.locks, report.try_locks, report.unlock_fairs, report.bumps, report.panics];
+        assert!(ran.iter().all(|&n| n > 0), "{report}");
+    }
+}
+
+#[test]
+fn the_check_fails_on_a_wait_over_the_bound() {
+    let ok = Report { max_wait: Duration::from_millis(1_999), ..Report::default() };
+    assert_eq!(ok.check(Duration::from_secs(2)), Ok(()));
+    let starved = Report { max_wait: Duration::from_secs(3), ..Report::default() };
+    let e = starved.check(Duration::from_secs(2)).unwrap_err();
+    assert!(e.contains("waited 3s"), "{e}");
+}
+
+#[test]
+fn the_check_fails_on_torn_or_lost_updates_and_a_leaked_lock() {
+    let torn = Report { torn: 1, final_a: 5, final_b: 5, sections: 5, ..Report::default() };
+    assert!(torn.check(Duration::MAX).unwrap_err().contains("overlapped"));
+    let lost = Report { final_a: 4, final_b: 4, sections: 5, ..Report::default() };
+    assert!(lost.check(Duration::MAX).unwrap_err().contains("lost updates"));
+    let leaked = Report { locked_at_end: true, ..Report::default() };
+    assert!(leaked.check(Duration::MAX).unwrap_err().contains("still locked"));
+}
+
+/// A raw mutex that excludes nobody: the negative control of the exclusion
+/// check.
+struct NoExclusion(AtomicBool);
+
+// SAFETY: deliberately broken (no mutual exclusion), and used only by the
+// test that shows the torture notices it.
+unsafe impl RawMutex for NoExclusion {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = NoExclusion(AtomicBool::new(false));
+    type Guard = GuardSend;
+    fn lock(&self) -> GuardSend {
+        self.0.store(true, Relaxed);
+        GuardSend::new()
+    }
+    fn try_lock(&self) -> Option<GuardSend> {
+        Some(self.lock())
+    }
+    unsafe fn unlock(&self, _guard: GuardSend) {
+        self.0.store(false, Relaxed);
+    }
+    fn is_locked(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
+// SAFETY: as above.
+unsafe impl RawMutexFair for NoExclusion {
+    unsafe fn unlock_fair(&self, guard: GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock(guard) }
+    }
+}
+
+/// The torture notices a mutex that does not exclude. The overlapping
+/// critical sections are data races by design, so neither Miri nor the
+/// ThreadSanitizer run executes this test.
+#[test]
+#[cfg_attr(miri, ignore = "a deliberate data race")]
+fn negative_control_the_torture_catches_a_mutex_that_does_not_exclude() {
+    let report = torture::<NoExclusion>(8, Duration::from_millis(300));
+    let e = report.check(Duration::MAX).expect_err("overlapping sections must be noticed");
+    assert!(e.contains("overlapped"), "{e}");
+}
