@@ -1,8 +1,8 @@
 //! The spin-bit lock algorithm, generic over [`Platform`].
 //!
-//! See the crate documentation for the state table and the argument that no
-//! wakeup is lost; the comments here point at the step of that argument each
-//! operation implements.
+//! See the crate documentation for the state table, the argument that no
+//! wakeup is lost and the bound on waiting; the comments here point at the
+//! step of that argument each operation implements.
 
 use core::ptr;
 use core::sync::atomic::Ordering;
@@ -14,36 +14,42 @@ use crate::platform::{Event, Fault, NodeCell, Parker, Platform, SpinPolicy, Stat
 pub(crate) const LOCKED: usize = 1;
 /// One waiter has the right to spin; other waiters must sleep.
 pub(crate) const SPINNING: usize = 2;
-/// One unlocker owns the waiter stack: only it may remove nodes.
+/// One thread owns the waiter stack: only it may remove nodes.
 pub(crate) const STACK_LOCKED: usize = 4;
+/// Starvation mode: the oldest sleeper has waited too long, so every unlock
+/// hands the lock directly to the oldest sleeper (LOCKED stays set), and
+/// waiters neither spin nor barge from the slow path. Set only with a
+/// non-empty stack, by a thread that owns the stack and saw the oldest
+/// sleeper starving; cleared by the stack owner whose hand-off or wake
+/// leaves no starving sleeper at the bottom.
+pub(crate) const STARVING: usize = 8;
 /// The most spin hints a spinner executes between two looks at the word.
 ///
 /// Each look pulls the lock's cache line away from the holder, which then
 /// pays a transfer to re-take it. Measured with the full profile, 4 against
 /// 16: `handoff/cs1000` 0.72 and 0.85 Mops/s, `contended/t2/cs100/think0`
 /// 6.38 and 6.81 (parking_lot 7.0), other two-thread and eight-thread cells
-/// within noise. 64 lost `handoff/cs1000` again (0.63).
+/// within noise. 64 lost `handoff/cs1000` again (0.63). Intel Xeon VM.
 const MAX_BACKOFF: u32 = 16;
 
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
-const UNLOCK_ORDER: Ordering =
-    if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
+const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
 /// The tag bits; the rest of the word is the address of the top node.
-pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED;
+pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING;
 
 /// A sleeping waiter. It lives on its thread's stack for one `lock` call and
 /// is linked into the stack only while that thread sleeps.
 ///
-/// The alignment leaves the three low address bits free for the flags.
-#[repr(C, align(8))]
+/// The alignment leaves the four low address bits free for the flags.
+#[repr(C, align(16))]
 pub(crate) struct Node<P: Platform> {
     /// The next older waiter (towards the tail), or null at the tail.
     next: P::Cell<*mut Node<P>>,
     /// The next younger waiter. Valid from the node that caches the tail
-    /// down to the tail, once a stack-lock holder has walked that far.
+    /// down to the tail, once a stack owner has walked that far.
     prev: P::Cell<*mut Node<P>>,
     /// If non-null, the tail (oldest waiter) of the stack this node heads or
     /// headed. The walk in [`find_tail`] stops at the first such node.
@@ -53,6 +59,9 @@ pub(crate) struct Node<P: Platform> {
     /// Set by the waker: the SPINNING bit came with the wake, so this thread
     /// is the spinner when it runs.
     handed_spin: P::Cell<bool>,
+    /// Set by the waker: the lock itself came with the wake (a hand-off), so
+    /// this thread owns it when it runs.
+    handed_lock: P::Cell<bool>,
     /// When this thread first went to sleep in this `lock` call
     /// ([`Platform::now`] ticks); it does not restart when the thread sleeps
     /// again, so it measures how long the thread has been kept waiting.
@@ -68,6 +77,7 @@ impl<P: Platform> Node<P> {
             tail: NodeCell::new(ptr::null_mut()),
             passes: NodeCell::new(0),
             handed_spin: NodeCell::new(false),
+            handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
             parker: Parker::new(),
         }
@@ -91,6 +101,16 @@ fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
     state.map_addr(|a| (a & !FLAGS) | f)
 }
 
+/// Whether an unlock whose release returned `old` has more to do: wake a
+/// sleeper (there is one, no spinner will take the lock and nobody owns the
+/// stack), or hand the lock over (starvation mode began after the unlock
+/// looked at the word).
+#[inline(always)]
+fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
+    let a = old.addr();
+    (a & (SPINNING | STACK_LOCKED) == 0 && a > FLAGS) || a & STARVING != 0
+}
+
 /// The lock: one word.
 pub(crate) struct Lock<P: Platform> {
     pub(crate) state: P::State,
@@ -98,7 +118,8 @@ pub(crate) struct Lock<P: Platform> {
 
 impl<P: Platform> Lock<P> {
     /// Takes the lock if it is free. One RMW, whatever the other bits hold:
-    /// a barging acquisition leaves waiters and spinner as they are.
+    /// a barging acquisition leaves waiters and spinner as they are. In
+    /// starvation mode LOCKED is never clear, so it fails.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
         // Acquire: pairs with the Release of the unlock that cleared LOCKED,
@@ -123,41 +144,65 @@ impl<P: Platform> Lock<P> {
     /// The lock must be held by the caller's context.
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
+        // Relaxed: only our own LOCKED and the STARVING hint are read here;
+        // a STARVING set after this load shows in the release's old value.
+        let s = self.state.load(Relaxed);
+        // Before the release: on an unlocked word it would borrow from the
+        // address bits.
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        if s.addr() & STARVING != 0 {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.unlock_starving(s) };
+        }
         // Release: publishes the critical section to the next acquirer.
         let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
-        debug_assert!(old.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-        // Wake only if someone sleeps, nobody spins (a spinner will take the
-        // lock), and nobody owns the stack (its owner is committed to a wake).
-        // Now and then (`Platform::fair_turn`), an unlock also looks at the
-        // oldest sleeper despite a spinner, and wakes it if it has slept too
-        // long: without that, a stream of spinners keeps every wake away and
-        // the sleepers starve.
-        if !head(old).is_null() && old.addr() & STACK_LOCKED == 0 {
-            if old.addr() & SPINNING == 0 {
-                // SAFETY: forwarded from the caller: we just released the lock.
-                unsafe { self.unlock_slow(P::fair_turn()) };
-            } else {
-                P::record(Event::WakeSkippedForSpinner);
-                if P::fair_turn() {
-                    // SAFETY: as above.
-                    unsafe { self.unlock_slow(true) };
-                }
-            }
+        if unlock_needs_slow_path(old) {
+            // SAFETY: we just released the lock.
+            unsafe { self.unlock_slow(old) };
+        } else if !head(old).is_null() && old.addr() & SPINNING != 0 {
+            P::record(Event::WakeSkippedForSpinner);
         }
     }
 
     /// Hands the lock to the oldest sleeper, or unlocks normally if nobody
-    /// sleeps.
+    /// sleeps. The lock is never free in between: nobody can take it first.
     ///
     /// # Safety
     /// The lock must be held by the caller's context.
     pub(crate) unsafe fn unlock_fair(&self) {
-        // Placeholder until the hand-off lands: a normal unlock.
-        // SAFETY: forwarded from the caller.
-        unsafe { self.unlock() }
+        let mut s = self.state.load(Relaxed);
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        loop {
+            if head(s).is_null() {
+                // Nobody to hand over to. A waiter that pushes itself after
+                // this look is seen by the release in `unlock`.
+                P::record(Event::FairUnlockEmpty);
+                // SAFETY: forwarded from the caller.
+                return unsafe { self.unlock() };
+            }
+            if s.addr() & STACK_LOCKED != 0 {
+                // Another thread owns the stack: an unlocker waking a
+                // sleeper. Stack owners never block and hold the stack for
+                // a bounded number of steps, so this wait is bounded.
+                P::wait_for_stack();
+                s = self.state.load(Relaxed);
+                continue;
+            }
+            // Acquire: pairs with the Release of the pushes and of the
+            // previous stack owner, so the nodes' fields are visible.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
+        }
+        // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
+        unsafe { self.hand_off(s.map_addr(|a| a | STACK_LOCKED)) };
     }
 
-    /// If somebody sleeps, hands the lock over and takes it back.
+    /// If somebody sleeps, hands the lock to the oldest sleeper and takes it
+    /// back (waiting behind it like any other waiter).
     ///
     /// # Safety
     /// The lock must be held by the caller's context.
@@ -173,8 +218,8 @@ impl<P: Platform> Lock<P> {
     #[inline(never)]
     fn lock_slow(&self) {
         let node = Node::<P>::new();
-        // A shared borrow is enough: every field the stack-lock holder
-        // writes is a cell.
+        // A shared borrow is enough: every field the stack owner writes is a
+        // cell.
         let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
         // We own the SPINNING bit.
         let mut spinner = false;
@@ -191,6 +236,9 @@ impl<P: Platform> Lock<P> {
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
+                // Also in starvation mode: LOCKED is clear there only for the
+                // moment between an unlock's release and the STARVING it did
+                // not see yet; our own unlock then hands the lock over.
                 match self.acquire_from(s, spinner) {
                     Ok(()) => return,
                     Err(now) => {
@@ -199,7 +247,10 @@ impl<P: Platform> Lock<P> {
                     }
                 }
             }
-            if may_spin {
+            // In starvation mode the lock goes from hand to hand and is
+            // never free: spinning or yielding for it is wasted.
+            let starving = s.addr() & STARVING != 0;
+            if may_spin && !starving {
                 if P::SPIN == SpinPolicy::One && !spinner && s.addr() & SPINNING == 0 {
                     // Relaxed: the bit is a permission, it guards no data.
                     match self.state.compare_exchange(
@@ -219,8 +270,11 @@ impl<P: Platform> Lock<P> {
                     may_spin = false;
                     P::record(Event::Spun);
                     match self.spin(spinner) {
-                        Ok(()) => {
+                        Ok(started) => {
                             P::note_spin_acquire();
+                            if P::look_due(started) {
+                                self.look();
+                            }
                             return;
                         }
                         Err(now) => {
@@ -240,7 +294,8 @@ impl<P: Platform> Lock<P> {
             // thread that yields again and again is busy work when nobody
             // thinks (`contended/t32/cs0/think0`: 48 Mops/s with one yield,
             // 23 with four). Not after the ping-pong rule, which wants a sleep.
-            if may_yield && !spinner && s.addr() & SPINNING != 0 {
+            // (Intel Xeon VM.)
+            if may_yield && !starving && !spinner && s.addr() & SPINNING != 0 {
                 may_yield = false;
                 P::yield_now();
                 s = self.state.load(Relaxed);
@@ -251,7 +306,7 @@ impl<P: Platform> Lock<P> {
             // succeeds only if LOCKED is still set (s has it): the holder's
             // unlock is then bound to see us.
             // SAFETY: the node is not published (first round, a failed CAS,
-            // or popped by the unlocker that woke us, which is done with it).
+            // or popped by the thread that woke us, which is done with it).
             unsafe {
                 node.next.set(head(s));
                 node.prev.set(ptr::null_mut());
@@ -266,8 +321,8 @@ impl<P: Platform> Lock<P> {
             if spinner && P::FAULT != Fault::KeepSpinningOnPush {
                 f &= !SPINNING;
             }
-            // Release: publishes the node's fields to the stack-lock holder
-            // that will pop it.
+            // Release: publishes the node's fields to the stack owner that
+            // will pop it.
             match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
                 Ok(_) => {
                     P::record(Event::Parked);
@@ -275,10 +330,18 @@ impl<P: Platform> Lock<P> {
                     node.parker.park();
                     // SAFETY: we were popped; the waker's writes happened
                     // before its wake store, which `park` acquired.
-                    unsafe {
-                        from_tail = node.next.get().is_null();
-                        spinner = node.handed_spin.get() && P::FAULT != Fault::IgnoreHandedSpin;
+                    let (handed_lock, handed_spin, next) = unsafe {
+                        (node.handed_lock.get(), node.handed_spin.get(), node.next.get())
+                    };
+                    if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
+                        // A hand-off: LOCKED was never cleared, it is ours,
+                        // and the hand-over's futex store (Release, acquired
+                        // by `park`) carries the previous critical section.
+                        P::record(Event::HandedLock);
+                        return;
                     }
+                    from_tail = next.is_null();
+                    spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
                     may_spin = P::SPIN != SpinPolicy::Never;
                     s = self.state.load(Relaxed);
                 }
@@ -299,9 +362,10 @@ impl<P: Platform> Lock<P> {
 
     /// One spin episode: until the budget is spent, take the lock whenever it
     /// looks free (a lost race does not end the episode); then yield the CPU
-    /// once. Returns a fresh look at the word if the lock was not taken.
-    fn spin(&self, spinner: bool) -> Result<(), *mut Node<P>> {
-        let deadline = P::spin_deadline();
+    /// once. Returns the tick count at the start if the lock was taken, else
+    /// a fresh look at the word. Starvation mode ends the episode at once.
+    fn spin(&self, spinner: bool) -> Result<u64, *mut Node<P>> {
+        let (started, deadline) = P::spin_deadline();
         let mut s = self.state.load(Relaxed);
         // Spin hints between two looks at the word, doubling up to
         // MAX_BACKOFF: each look pulls the cache line away from the holder.
@@ -309,14 +373,14 @@ impl<P: Platform> Lock<P> {
         loop {
             if s.addr() & LOCKED == 0 {
                 match self.acquire_from(s, spinner) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => return Ok(started),
                     Err(now) => {
                         s = now;
                         continue;
                     }
                 }
             }
-            if P::now() >= deadline {
+            if s.addr() & STARVING != 0 || P::now() >= deadline {
                 break;
             }
             for _ in 0..backoff {
@@ -329,27 +393,75 @@ impl<P: Platform> Lock<P> {
         Err(self.state.load(Relaxed))
     }
 
-    /// Wakes one sleeper, if the state still calls for it.
+    /// A holder's look at the oldest sleeper (now and then, see
+    /// [`Platform::look_due`]): if it has waited too long, start starvation
+    /// mode, so that our own unlock hands it the lock.
     ///
-    /// With `fair`, a spinner does not make us leave: we look at the oldest
-    /// sleeper, and if it has been asleep longer than
-    /// [`Platform::starving`] allows, we wake it although a spinner exists
-    /// (it then spins beside the spinner, see `from_tail` in `lock_slow`).
+    /// Under oversubscription a spinner nearly always exists and unlocks
+    /// wake nobody, so without this look nobody would ever see the sleepers
+    /// at the bottom of the stack. We hold LOCKED, so no unlock can happen
+    /// (and skip a wake) while we own the stack.
+    #[cold]
+    fn look(&self) {
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if head(s).is_null() || s.addr() & (STACK_LOCKED | STARVING) != 0 {
+                return;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
+        }
+        P::record(Event::Look);
+        // SAFETY: we own the stack and it is not empty.
+        let starving = P::starving(unsafe { (*find_tail(head(s))).since.get() });
+        s = s.map_addr(|a| a | STACK_LOCKED);
+        loop {
+            let f = (flags(s) & !STACK_LOCKED) | if starving { STARVING } else { 0 };
+            // Release: our `prev`/`tail` edits, for the next stack owner.
+            match self.state.compare_exchange(s, with_flags(s, f), Release, Relaxed) {
+                Ok(_) => break,
+                // Relaxed: a retry only merges the flags (pushes on top);
+                // no node is read again.
+                Err(now) => s = now,
+            }
+        }
+        if starving {
+            P::record(Event::StarvingSet);
+        }
+    }
+
+    /// The unlock's slow path: we just released LOCKED, and `old`, the word
+    /// before that, showed sleepers with no spinner and no stack owner, or
+    /// STARVING (set after the unlock's first look).
     ///
     /// # Safety
     /// Called by the unlocker right after it cleared LOCKED.
     #[cold]
     #[inline(never)]
-    unsafe fn unlock_slow(&self, fair: bool) {
+    unsafe fn unlock_slow(&self, old: *mut Node<P>) {
+        if old.addr() & STACK_LOCKED != 0 {
+            // Its owner decides on the current state when it gives the
+            // stack back (see `serve`).
+            P::record(Event::StackBusy);
+            return;
+        }
         let mut s = self.state.load(Relaxed);
-        let leave = if fair { LOCKED | STACK_LOCKED } else { LOCKED | SPINNING | STACK_LOCKED };
         loop {
-            // Leave when nobody sleeps, when the stack has an owner (it is
-            // committed to a wake), when the lock was re-taken (its holder's
-            // unlock will decide) or, unless `fair`, when a spinner exists
-            // (it takes the lock, or retires onto the stack while the lock is
-            // held).
-            if head(s).is_null() || s.addr() & leave != 0 {
+            // Leave when nobody sleeps, when the stack has an owner (it
+            // decides when it gives the stack back), when the lock was
+            // re-taken (its holder's unlock decides, and hands over if
+            // STARVING is set: it was set before that holder's acquisition),
+            // or, outside starvation mode, when a spinner exists (it takes
+            // the lock, or retires onto the stack while the lock is held).
+            if head(s).is_null()
+                || s.addr() & (LOCKED | STACK_LOCKED) != 0
+                || s.addr() & (SPINNING | STARVING) == SPINNING
+            {
                 if s.addr() & STACK_LOCKED != 0 {
                     P::record(Event::StackBusy);
                 }
@@ -363,6 +475,7 @@ impl<P: Platform> Lock<P> {
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
                 Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
         }
@@ -375,86 +488,181 @@ impl<P: Platform> Lock<P> {
                 return;
             }
         }
-        // SAFETY: we hold STACK_LOCKED and the stack is not empty.
-        let starving = fair && P::starving(unsafe { (*find_tail(head(s))).since.get() });
-        if fair && !starving {
-            // Nobody starves: give the stack back without a wake if an unlock
-            // would have left now (a spinner or a holder exists), so the
-            // unlocks that skipped their wake because we held the stack are
-            // covered by that spinner or holder. Otherwise we are committed.
-            // A Fault::UnfairGiveBack model drops the re-check.
-            while s.addr() & (LOCKED | SPINNING) != 0 || P::FAULT == Fault::UnfairGiveBack {
-                // Release: our `prev`/`tail` edits, for the next owner.
-                match self.state.compare_exchange(
-                    s,
-                    s.map_addr(|a| a & !STACK_LOCKED),
-                    Release,
-                    Relaxed,
-                ) {
+        // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
+        unsafe { self.serve(s) };
+    }
+
+    /// Serves the oldest sleeper: wakes it, or, if it is starving, hands it
+    /// the lock.
+    ///
+    /// A starving sleeper is handed the lock: we take LOCKED back while it is
+    /// free and hand it over; if somebody took it first, we give the stack
+    /// back with STARVING set, and that holder's unlock hands over. Either
+    /// way the wake that the unlocks which found the stack owned left to us
+    /// is done: by us, or by the holder, which took the lock after they
+    /// left it.
+    ///
+    /// # Safety
+    /// We own the stack, `s` (with STACK_LOCKED) is a recent value of the
+    /// word, the stack is not empty, and we do not hold LOCKED.
+    unsafe fn serve(&self, mut s: *mut Node<P>) {
+        // SAFETY: we own the stack and it is not empty.
+        let since = unsafe { (*find_tail(head(s))).since.get() };
+        if s.addr() & STARVING == 0 && !P::starving(since) {
+            // We have committed to waking one waiter. Its wake is what keeps
+            // the rest of the stack from being forgotten: the woken thread
+            // takes the lock (and its unlock looks at the stack) or sleeps
+            // again while the lock is held.
+            // SAFETY: as for this function.
+            let woken = unsafe { self.pop(s, false) };
+            // SAFETY: `woken` is unlinked and its thread is blocked (or about
+            // to block) in `park` until this call's store; we touch it no more.
+            unsafe { P::Parker::unpark(&raw const (*woken).parker) };
+            return;
+        }
+        let top = head(s);
+        loop {
+            if s.addr() & LOCKED == 0 {
+                // Acquire: the critical sections of anybody who held the lock
+                // since our release, which the recipient must see; and the
+                // pushes since we took the stack, whose nodes the hand-off
+                // walks.
+                let order = if P::FAULT == Fault::RelaxedRetake { Relaxed } else { Acquire };
+                match self.state.compare_exchange(s, s.map_addr(|a| a | LOCKED), order, Relaxed) {
                     Ok(_) => {
-                        P::record(Event::FairGiveBack);
+                        P::record(Event::Retake);
+                        if head(s) != top {
+                            P::record(Event::RetakeRaced);
+                        }
+                        // SAFETY: we hold LOCKED and the stack.
+                        return unsafe { self.hand_off(s.map_addr(|a| a | LOCKED)) };
+                    }
+                    // Relaxed: a failure leads only to another CAS.
+                    Err(now) => s = now,
+                }
+            } else {
+                // Release: our `prev`/`tail` edits, for the next owner.
+                let new = s.map_addr(|a| (a | STARVING) & !STACK_LOCKED);
+                match self.state.compare_exchange(s, new, Release, Relaxed) {
+                    Ok(_) => {
+                        P::record(Event::StarvingSet);
                         return;
                     }
+                    // Relaxed: a failure leads only to another CAS (the
+                    // holder may have unlocked: then we take LOCKED back).
                     Err(now) => s = now,
                 }
             }
         }
-        if starving && s.addr() & SPINNING != 0 {
-            P::record(Event::StarvingWake);
+    }
+
+    /// An unlock in starvation mode: hand the lock to the oldest sleeper
+    /// without ever clearing LOCKED.
+    ///
+    /// # Safety
+    /// The lock is held by the caller's context.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_starving(&self, mut s: *mut Node<P>) {
+        loop {
+            if s.addr() & STARVING == 0 || s.addr() & STACK_LOCKED != 0 {
+                // Starvation mode ended, or the stack has an owner, which
+                // decides when it gives the stack back: it takes LOCKED back
+                // and hands over if the oldest sleeper still starves.
+                let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
+                if unlock_needs_slow_path(old) {
+                    // SAFETY: we just released the lock.
+                    unsafe { self.unlock_slow(old) };
+                }
+                return;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
         }
-        // We own the stack and have committed to waking one waiter. Its wake
-        // is what keeps the rest of the stack from being forgotten: the woken
-        // thread takes the lock (and its unlock looks at the stack) or sleeps
-        // again while the lock is held.
-        // SAFETY: we hold STACK_LOCKED and the stack is not empty.
-        let woken = unsafe { self.pop(s) };
+        // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
+        unsafe { self.hand_off(s.map_addr(|a| a | STACK_LOCKED)) };
+    }
+
+    /// Hands the lock to the oldest sleeper: unlinks it, releases the stack
+    /// with LOCKED still set, and wakes it owning the lock.
+    ///
+    /// # Safety
+    /// We hold LOCKED and the stack, `s` (with both) is a recent value of
+    /// the word, and the stack is not empty.
+    unsafe fn hand_off(&self, s: *mut Node<P>) {
+        P::record(Event::HandOff);
+        // SAFETY: as for this function.
+        let woken = unsafe { self.pop(s, true) };
         // SAFETY: `woken` is unlinked and its thread is blocked (or about to
         // block) in `park` until this call's store; we touch it no more.
         unsafe { P::Parker::unpark(&raw const (*woken).parker) };
     }
 
-    /// Unlinks one waiter and releases STACK_LOCKED. Returns the waiter,
-    /// with its `handed_spin` set.
+    /// Unlinks one waiter and releases the stack. Returns the waiter, told
+    /// what came with its wake.
     ///
-    /// The release also sets SPINNING if it was clear, and the woken thread
-    /// owns it: until that thread runs, takes the lock or sleeps again, it is
-    /// the spinner, so unlocks in the meantime wake nobody else. Without this,
-    /// a holder that re-takes the lock at once would wake the whole stack,
-    /// one waiter per unlock, before the first woken thread even runs.
+    /// A wake (`hand_over` false): the release sets SPINNING if it was clear,
+    /// and the woken thread owns it: until that thread runs, takes the lock
+    /// or sleeps again, it is the spinner, so unlocks in the meantime wake
+    /// nobody else. Without this, a holder that re-takes the lock at once
+    /// would wake the whole stack, one waiter per unlock, before the first
+    /// woken thread even runs. The release clears STARVING: the caller saw
+    /// the oldest sleeper not starving.
+    ///
+    /// A hand-off (`hand_over`): the oldest waiter is unlinked, LOCKED stays
+    /// set and is the woken thread's, and the release sets STARVING again if
+    /// the next oldest sleeper starves too.
     ///
     /// # Safety
-    /// The caller holds STACK_LOCKED, `s` is a recent value of the word, and
-    /// the stack is not empty.
-    unsafe fn pop(&self, mut s: *mut Node<P>) -> *mut Node<P> {
+    /// The caller owns the stack, `s` is a recent value of the word, and the
+    /// stack is not empty; with `hand_over`, it also holds LOCKED.
+    unsafe fn pop(&self, mut s: *mut Node<P>, hand_over: bool) -> *mut Node<P> {
         loop {
             let top = head(s);
-            // SAFETY: we hold STACK_LOCKED: nodes stay linked (their threads
+            // SAFETY: we own the stack: nodes stay linked (their threads
             // stay blocked) until we unlink them, and we alone write links.
             unsafe {
                 let tail = find_tail(top);
                 if tail == top {
                     // The only waiter: the stack becomes empty, unless a new
                     // node was pushed meanwhile (then retry with it on top).
-                    let empty = ptr::without_provenance_mut(release(s));
+                    let empty = ptr::without_provenance_mut(release::<P>(s, hand_over, false));
                     // Failure Acquire: a failure means new nodes were pushed,
                     // and the retry walks them; their pushes' Release must be
                     // acquired first.
                     match self.state.compare_exchange(s, empty, Release, retry_order::<P>()) {
-                        Ok(_) => return woken(top, s, Event::TailWake),
+                        Ok(_) => {
+                            if hand_over && flags(s) & STARVING != 0 {
+                                P::record(Event::StarvingCleared);
+                            }
+                            return woken(tail, s, hand_over, Event::TailWake);
+                        }
                         Err(now) => s = now,
                     }
-                } else if (*tail).passes.get() >= P::MAX_PASSES {
+                } else if hand_over || (*tail).passes.get() >= P::MAX_PASSES {
                     // Wake the oldest. The top does not change, so new pushes
                     // cannot invalidate the unlink; the CAS loop only merges
                     // the flags.
                     let newer = (*tail).prev.get();
                     (*newer).next.set(ptr::null_mut());
                     (*top).tail.set(newer);
-                    // Release: our link edits, for the next stack owner.
+                    let still = hand_over && P::starving((*newer).since.get());
                     loop {
-                        let new = with_flags(s, release(s));
-                        match self.state.compare_exchange(s, new, Release, Relaxed) {
-                            Ok(_) => return woken(tail, s, Event::TailWake),
+                        let new = with_flags(s, release::<P>(s, hand_over, still));
+                        // Release: our link edits, for the next stack owner.
+                        // Failure Relaxed: a retry only merges the flags.
+                        match self.state.compare_exchange(s, new, unlink_order::<P>(), Relaxed) {
+                            Ok(_) => {
+                                if hand_over && !still && flags(s) & STARVING != 0 {
+                                    P::record(Event::StarvingCleared);
+                                }
+                                return woken(tail, s, hand_over, Event::TailWake);
+                            }
                             Err(now) => s = now,
                         }
                     }
@@ -464,9 +672,9 @@ impl<P: Platform> Lock<P> {
                     (*next).tail.set(tail);
                     (*tail).passes.set((*tail).passes.get() + 1);
                     // Failure Acquire: as in the first branch.
-                    let new = with_flags(next, release(s));
+                    let new = with_flags(next, release::<P>(s, false, false));
                     match self.state.compare_exchange(s, new, Release, retry_order::<P>()) {
-                        Ok(_) => return woken(top, s, Event::HeadWake),
+                        Ok(_) => return woken(top, s, false, Event::HeadWake),
                         Err(now) => {
                             // New nodes on top: pop the new top instead.
                             (*tail).passes.set((*tail).passes.get() - 1);
@@ -479,41 +687,68 @@ impl<P: Platform> Lock<P> {
     }
 }
 
-/// The flags after the release of STACK_LOCKED from `s`: SPINNING is set,
-/// and is the woken thread's if `s` did not have it.
+/// The flags with which the stack owner releases the stack after unlinking
+/// a waiter from `s`: STACK_LOCKED cleared; for a wake, SPINNING set (the
+/// woken thread's if `s` did not have it) and STARVING cleared; for a
+/// hand-off, LOCKED kept and STARVING set iff `still_starving`.
 #[inline(always)]
-fn release<P: Platform>(s: *mut Node<P>) -> usize {
-    (flags(s) & !STACK_LOCKED) | SPINNING
+fn release<P: Platform>(s: *mut Node<P>, hand_over: bool, still_starving: bool) -> usize {
+    let f = flags(s) & !(STACK_LOCKED | STARVING);
+    if hand_over {
+        let f = if P::FAULT == Fault::HandOffClearsLocked { f & !LOCKED } else { f };
+        f | if still_starving { STARVING } else { 0 }
+    } else {
+        f | SPINNING
+    }
 }
 
 /// Records the wake of `node`, which the CAS that replaced `s` unlinked,
-/// and hands it SPINNING if `s` did not have it. Returns `node`.
+/// and tells it what came with the wake: the lock (a hand-off), or SPINNING
+/// if `s` did not have it. Returns `node`.
 ///
 /// # Safety
 /// `node` is unlinked and its thread is still blocked.
 #[inline(always)]
-unsafe fn woken<P: Platform>(node: *mut Node<P>, s: *mut Node<P>, event: Event) -> *mut Node<P> {
-    P::record(event);
+unsafe fn woken<P: Platform>(
+    node: *mut Node<P>,
+    s: *mut Node<P>,
+    hand_over: bool,
+    event: Event,
+) -> *mut Node<P> {
+    if !hand_over {
+        P::record(event);
+    }
     // SAFETY: forwarded from the caller.
-    unsafe { (*node).handed_spin.set(flags(s) & SPINNING == 0) };
+    unsafe {
+        (*node).handed_lock.set(hand_over);
+        (*node).handed_spin.set(!hand_over && flags(s) & SPINNING == 0);
+    }
     node
 }
 
 /// The node below `node` on the stack.
 ///
 /// # Safety
-/// The caller holds STACK_LOCKED and `node` is linked.
+/// The caller owns the stack and `node` is linked.
 #[cfg(test)]
 pub(crate) unsafe fn next_of<P: Platform>(node: *mut Node<P>) -> *mut Node<P> {
     // SAFETY: forwarded from the caller.
     unsafe { (*node).next.get() }
 }
 
-/// The failure ordering of the CAS in `pop`: Acquire, except in the
-/// deliberately broken model that shows loom catches its absence.
+/// The failure ordering of the CASes in `pop` whose retry walks new nodes:
+/// Acquire, except in the deliberately broken model that shows loom catches
+/// its absence.
 #[inline(always)]
 fn retry_order<P: Platform>() -> Ordering {
     if P::FAULT == Fault::RelaxedPopRetry { Relaxed } else { Acquire }
+}
+
+/// The success ordering of the CAS that unlinks the oldest of several
+/// waiters: Release, except in the deliberately broken model.
+#[inline(always)]
+fn unlink_order<P: Platform>() -> Ordering {
+    if P::FAULT == Fault::RelaxedUnlink { Relaxed } else { Release }
 }
 
 /// Finds the tail (oldest node) below `top`, setting `prev` links on the way
@@ -522,11 +757,11 @@ fn retry_order<P: Platform>() -> Ordering {
 /// the last walk.
 ///
 /// # Safety
-/// The caller holds STACK_LOCKED and `top` is the non-null top of the stack.
+/// The caller owns the stack and `top` is the non-null top of the stack.
 unsafe fn find_tail<P: Platform>(top: *mut Node<P>) -> *mut Node<P> {
     let mut cur = top;
     // SAFETY: every node reachable from the top is linked and live while we
-    // hold STACK_LOCKED; only we write the link fields.
+    // own the stack; only we write the link fields.
     unsafe {
         let tail = loop {
             let t = (*cur).tail.get();

@@ -13,54 +13,87 @@
 //! reports through `Platform::record`), so a model that stops reaching its
 //! scenario fails instead of passing vacuously.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use loom::sync::Notify;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use loom::thread;
 
-use crate::lock::Lock;
-use crate::platform::Event;
+use crate::lock::{FLAGS, Lock, Node, SPINNING, STACK_LOCKED};
 use crate::platform::loom::{Loom, LoomState};
+use crate::platform::{EVENTS, Event, StateWord};
 
-/// Per-test event counts, summed over all explored executions. Loom runs a
-/// model's threads as coroutines on the test's own OS thread, so a std
-/// thread-local is per test.
+/// Per-test event counts, summed over all explored executions, indexed by
+/// `Event as usize`. Loom runs a model's threads as coroutines on the test's
+/// own OS thread, so a std thread-local is per test.
 #[derive(Default, Debug, Clone, Copy)]
 pub(crate) struct Seen {
-    parked: usize,
-    spun: usize,
-    skipped_for_spinner: usize,
-    stack_busy: usize,
-    tail_wakes: usize,
-    head_wakes: usize,
-    starving_wakes: usize,
-    fair_give_backs: usize,
+    events: [usize; EVENTS],
     spurious: usize,
+}
+
+impl Seen {
+    fn of(&self, e: Event) -> usize {
+        self.events[e as usize]
+    }
+}
+
+/// Steering of one execution: how many starvation judgements were made, and
+/// the thread (by loom id) whose first judgement pauses until `go` is set.
+#[derive(Default)]
+struct Steer {
+    judgements: usize,
+    pauser: Option<(thread::ThreadId, &'static Notify)>,
 }
 
 thread_local! {
     static SEEN: RefCell<Seen> = RefCell::new(Seen::default());
+    static STEER: RefCell<Steer> = RefCell::new(Steer::default());
+    static PAUSED: Cell<bool> = const { Cell::new(false) };
 }
 
 pub(crate) fn record(event: Event) {
-    SEEN.with(|s| {
-        let mut s = s.borrow_mut();
-        match event {
-            Event::Parked => s.parked += 1,
-            Event::Spun => s.spun += 1,
-            Event::WakeSkippedForSpinner => s.skipped_for_spinner += 1,
-            Event::StackBusy => s.stack_busy += 1,
-            Event::TailWake => s.tail_wakes += 1,
-            Event::HeadWake => s.head_wakes += 1,
-            Event::StarvingWake => s.starving_wakes += 1,
-            Event::FairGiveBack => s.fair_give_backs += 1,
-        }
-    });
+    SEEN.with(|s| s.borrow_mut().events[event as usize] += 1);
 }
 
 pub(crate) fn record_spurious() {
     SEEN.with(|s| s.borrow_mut().spurious += 1);
+}
+
+/// The loom platform's starvation judgement under rule `rule` (see
+/// `platform::loom::Loom`).
+pub(crate) fn starving(rule: u8) -> bool {
+    let first = STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        s.judgements += 1;
+        s.judgements == 1
+    });
+    match rule {
+        1 => true,
+        3 => first,
+        4 => {
+            let pause = STEER.with(|s| match s.borrow().pauser {
+                Some((id, go)) if id == thread::current().id() && !PAUSED.get() => Some(go),
+                _ => None,
+            });
+            if let Some(go) = pause {
+                PAUSED.set(true);
+                // Blocks: a thread that yield-waits while another one does
+                // too lets loom alternate between them forever. The wait
+                // orders only what the notifier did before it (see the model
+                // that uses it).
+                go.wait();
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Makes the current thread's first starvation judgement wait for `go`.
+fn pause_first_judgement_until(go: &'static Notify) {
+    STEER.with(|s| s.borrow_mut().pauser = Some((thread::current().id(), go)));
 }
 
 /// A lock and the data it guards. Loom reports any access to `data` that is
@@ -75,6 +108,8 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
     /// and loom objects dropped during that unwinding panic again (which
     /// aborts the test binary). One small leak per execution, tests only.
     fn new() -> &'static Self {
+        STEER.with(|s| *s.borrow_mut() = Steer::default());
+        PAUSED.set(false);
         Box::leak(Box::new(Guarded {
             lock: Lock { state: LoomState::new() },
             data: UnsafeCell::new(0),
@@ -82,13 +117,47 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
     }
 
     fn increment(&self) {
+        self.increment_then(false);
+    }
+
+    /// Increments, then unlocks with `unlock_fair` if `fair`.
+    fn increment_then(&self, fair: bool) {
         self.lock.lock();
         self.data.with_mut(|p| {
             // SAFETY: loom checks that the lock orders this access.
             unsafe { *p += 1 }
         });
         // SAFETY: locked just above.
-        unsafe { self.lock.unlock() };
+        unsafe {
+            if fair {
+                self.lock.unlock_fair();
+            } else {
+                self.lock.unlock();
+            }
+        }
+    }
+
+    /// Adds one to the data; the caller holds the lock.
+    fn add_one_locked(&self) {
+        self.data.with_mut(|p| {
+            // SAFETY: the caller holds the lock.
+            unsafe { *p += 1 }
+        });
+    }
+
+    /// The state word, as an address with the flags.
+    fn word(&self) -> usize {
+        let w: *mut Node<Loom<F, S, M, R>> = self.lock.state.load(Relaxed);
+        w.addr()
+    }
+
+    /// Yields until the state word satisfies `cond`: steers the schedule to
+    /// a state without spending preemptions on getting there (loom does not
+    /// count the switch away from a yielding thread as one).
+    fn wait_for(&self, cond: impl Fn(usize) -> bool) {
+        while !cond(self.word()) {
+            thread::yield_now();
+        }
     }
 
     fn value(&self) -> usize {
@@ -163,13 +232,13 @@ fn held_then_released<const F: u8, const S: usize, const M: u32, const R: u8>(
 #[test]
 fn two_threads_exclusion_and_termination() {
     let seen = exclusion::<0, 0, 0, 0>(2, 2, bound(3, 6));
-    assert!(seen.parked > 0 && seen.spun > 0, "{seen:?}");
+    assert!(seen.of(Event::Parked) > 0 && seen.of(Event::Spun) > 0, "{seen:?}");
 }
 
 #[test]
 fn three_threads_exclusion_and_termination() {
     let seen = exclusion::<0, 0, 0, 0>(3, 1, bound(2, 4));
-    assert!(seen.parked > 0, "{seen:?}");
+    assert!(seen.of(Event::Parked) > 0, "{seen:?}");
 }
 
 #[test]
@@ -204,7 +273,12 @@ fn spinner_retires_while_unlocker_skips_wake() {
     // the spinner wakes nobody, and the spinner either takes the lock or
     // retires onto the stack (clearing SPINNING) while the lock is held.
     let seen = held_then_released::<0, 0, 0, 0>(2, bound(3, 4));
-    assert!(seen.skipped_for_spinner > 0 && seen.parked > 0 && seen.spun > 0, "{seen:?}");
+    assert!(
+        seen.of(Event::WakeSkippedForSpinner) > 0
+            && seen.of(Event::Parked) > 0
+            && seen.of(Event::Spun) > 0,
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -212,20 +286,20 @@ fn unlockers_race_for_the_stack_lock() {
     // Three threads, two rounds each: an unlock finds another unlocker owning
     // the stack and leaves the wake to it.
     let seen = exclusion::<0, 0, 0, 0>(3, 2, bound(2, 4));
-    assert!(seen.stack_busy > 0, "{seen:?}");
+    assert!(seen.of(Event::StackBusy) > 0, "{seen:?}");
 }
 
 #[test]
 fn anti_starvation_wakes_the_tail() {
     // MAX_PASSES = 1: a wake takes the newest waiter once, then the oldest.
     let seen = held_then_released::<0, 0, 1, 0>(3, bound(3, 3));
-    assert!(seen.head_wakes > 0 && seen.tail_wakes > 0, "{seen:?}");
+    assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
 #[test]
 fn fifo_wakes_take_the_tail() {
     let seen = held_then_released::<0, 0, 0, 0>(3, bound(3, 3));
-    assert!(seen.tail_wakes > 0 && seen.head_wakes == 0, "{seen:?}");
+    assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
 }
 
 #[test]
@@ -237,23 +311,195 @@ fn spurious_futex_returns() {
 }
 
 #[test]
-fn fair_look_wakes_a_starving_sleeper_beside_the_spinner() {
-    // Every unlock that sees a spinner takes a fair look and finds the
-    // oldest sleeper starving: it wakes it although a spinner exists.
+fn a_starving_sleeper_is_handed_the_lock() {
+    // Every oldest sleeper starves: unlocks take the lock back and hand it
+    // over, or set STARVING for the holder that took it first; spin
+    // acquisitions look and set STARVING too.
     let seen = held_then_released::<0, 0, 0, 1>(2, bound(3, 4));
-    assert!(seen.starving_wakes > 0, "{seen:?}");
+    assert!(seen.of(Event::HandOff) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
     let seen = exclusion::<0, 0, 0, 1>(3, 1, bound(2, 3));
-    assert!(seen.starving_wakes > 0, "{seen:?}");
+    assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::Retake) > 0, "{seen:?}");
 }
 
 #[test]
-fn fair_look_gives_the_stack_back() {
-    // Every fair look finds nobody starving and gives the stack back, while
-    // other unlockers skip their wakes because the stack has an owner.
-    let seen = held_then_released::<0, 0, 0, 2>(2, bound(3, 4));
-    assert!(seen.fair_give_backs > 0 && seen.stack_busy > 0, "{seen:?}");
-    let seen = exclusion::<0, 0, 0, 2>(3, 1, bound(2, 3));
-    assert!(seen.fair_give_backs > 0, "{seen:?}");
+fn starvation_mode_entered_and_left() {
+    // Only the first judgement finds the oldest sleeper starving: STARVING
+    // is set, the hand-off finds the next sleeper fine and clears it, and
+    // normal wakes resume.
+    let seen = exclusion::<0, 0, 0, 3>(3, 1, bound(2, 3));
+    assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::StarvingCleared) > 0, "{seen:?}");
+    assert!(seen.of(Event::Look) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+#[test]
+fn hand_off_with_spurious_futex_returns() {
+    let seen = held_then_released::<0, 1, 0, 1>(2, bound(3, 4));
+    assert!(seen.spurious > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+fn fair_and_unfair_unlocks_mixed_per_thread() {
+    // Each thread chooses per round: thread i unlocks fairly in round r
+    // when i + r is odd.
+    let seen = explore(bound(2, 3), || {
+        let g = Guarded::<0, 0, 0, 0>::new();
+        let handles: Vec<_> = (1..3)
+            .map(|i| thread::spawn(move || (0..2).for_each(|r| g.increment_then((i + r) % 2 == 1))))
+            .collect();
+        (0..2).for_each(|r| g.increment_then(r % 2 == 1));
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), 6);
+    });
+    assert!(seen.of(Event::HandOff) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+#[test]
+fn unlock_fair_on_an_empty_stack_and_racing_a_push() {
+    // The waiter pushes itself before or after the fair unlock looks.
+    let seen = held_then_released_fair::<0>(1, bound(3, 4));
+    assert!(seen.of(Event::FairUnlockEmpty) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+fn bump_hands_over_and_takes_back() {
+    let seen = explore(bound(3, 4), || {
+        let g = Guarded::<0, 0, 0, 0>::new();
+        g.lock.lock();
+        let w = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != 0);
+        // SAFETY: locked above; bump returns with the lock held again.
+        unsafe { g.lock.bump() };
+        g.add_one_locked();
+        // SAFETY: locked.
+        unsafe { g.lock.unlock() };
+        w.join().unwrap();
+        assert_eq!(g.value(), 2);
+    });
+    assert!(seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+/// The main thread holds the lock while `waiters` threads queue up, then
+/// releases it with `unlock_fair`.
+fn held_then_released_fair<const F: u8>(waiters: usize, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        g.lock.lock();
+        let handles: Vec<_> = (0..waiters).map(|_| thread::spawn(move || g.increment())).collect();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock_fair() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), waiters);
+    })
+}
+
+/// Four threads: an unlocker takes the lock back for a starving sleeper
+/// after a barger and a retiring spinner changed the word under it.
+///
+/// 1. M holds the lock; A sleeps on the stack (every sleeper starves here).
+/// 2. M unlocks, takes the stack, and judges A starving; its judgement
+///    pauses there until X is done, steering the schedule.
+/// 3. X barges in with `try_lock`.
+/// 4. S finds the lock held, takes SPINNING, spins, and pushes itself.
+/// 5. X unlocks and leaves the wake to M, who owns the stack.
+/// 6. M's first CAS to take LOCKED back fails; the second succeeds, and the
+///    hand-off walks S's node, pushed after M took the stack.
+///
+/// X's waits are yields on Relaxed loads, which order nothing. M's pause
+/// blocks until X notifies it, which orders X's steps before M's, but not
+/// S's push: X only saw that with a Relaxed load. So M reads S's node safely
+/// only if its CAS that takes LOCKED back acquires the push (through the
+/// release sequence that X's unlock continues).
+fn retake_race<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 4>::new();
+        let go: &'static Notify = Box::leak(Box::new(Notify::new()));
+        let m_unlocked: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let s_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        g.lock.lock();
+        let a = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != 0);
+        let a_node = g.word() & !FLAGS;
+        pause_first_judgement_until(go);
+        let s = thread::spawn(move || {
+            g.increment();
+            s_done.store(true, Relaxed);
+        });
+        let x = thread::spawn(move || {
+            while g.word() & STACK_LOCKED == 0 && !m_unlocked.load(Relaxed) {
+                thread::yield_now();
+            }
+            if g.lock.try_lock() {
+                // Holding the lock, wait for S to sleep on top of A (or to
+                // be done: it may have taken the lock before us).
+                while !s_done.load(Relaxed) && {
+                    let w = g.word();
+                    w & !FLAGS == a_node || w & SPINNING != 0
+                } {
+                    thread::yield_now();
+                }
+                g.add_one_locked();
+                x_won.fetch_add(1, Relaxed);
+                // SAFETY: try_lock succeeded.
+                unsafe { g.lock.unlock() };
+            }
+            go.notify();
+        });
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        m_unlocked.store(true, Relaxed);
+        a.join().unwrap();
+        s.join().unwrap();
+        x.join().unwrap();
+        assert_eq!(g.value(), 2 + x_won.load(Relaxed));
+    })
+}
+
+#[test]
+fn retake_races_a_barger_and_a_retiring_spinner() {
+    let seen = retake_race::<0>(bound(1, 2));
+    assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+/// Four threads: after a wake unlinks the oldest of two sleepers, a third
+/// thread, which never synchronised with the woken one, owns the stack
+/// next (its `unlock_fair` walks the links the wake edited).
+fn unlink_then_third_owner<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let m_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        g.lock.lock();
+        let a = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != 0);
+        let a_node = g.word() & !FLAGS;
+        let b = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != a_node);
+        let x = thread::spawn(move || {
+            while !m_done.load(Relaxed) {
+                thread::yield_now();
+            }
+            if g.lock.try_lock() {
+                g.add_one_locked();
+                x_won.fetch_add(1, Relaxed);
+                // SAFETY: try_lock succeeded.
+                unsafe { g.lock.unlock_fair() };
+            }
+        });
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        m_done.store(true, Relaxed);
+        a.join().unwrap();
+        b.join().unwrap();
+        x.join().unwrap();
+        assert_eq!(g.value(), 2 + x_won.load(Relaxed));
+    })
+}
+
+#[test]
+fn wake_unlinks_the_oldest_then_a_third_thread_owns_the_stack() {
+    let seen = unlink_then_third_owner::<0>(bound(1, 2));
+    assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 // Negative controls: each broken protocol must make loom report a lost
@@ -297,10 +543,42 @@ fn broken_woken_thread_ignores_handed_spinning_bit() {
 }
 
 #[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_hand_off_clears_locked() {
+    // A barging try_lock takes the lock the hand-off left free: two owners.
+    explore(bound(2, 2), || {
+        let g = Guarded::<7, 0, 0, 0>::new();
+        g.lock.lock();
+        let w = thread::spawn(move || g.increment());
+        let x = thread::spawn(move || {
+            if g.lock.try_lock() {
+                g.add_one_locked();
+                // SAFETY: try_lock succeeded.
+                unsafe { g.lock.unlock() };
+            }
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock_fair() };
+        w.join().unwrap();
+        x.join().unwrap();
+    });
+}
+
+#[test]
 #[should_panic(expected = "deadlock")]
-fn broken_fair_look_gives_the_stack_back_without_a_recheck() {
-    // The spinner takes the lock and unlocks while the fair look owns the
-    // stack (so that unlock skips its wake); the look then gives the stack
-    // back although no spinner or holder is left to wake the sleeper.
-    held_then_released::<7, 0, 0, 2>(2, bound(3, 3));
+fn broken_woken_thread_ignores_handed_lock() {
+    held_then_released::<8, 0, 0, 1>(1, bound(3, 3));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_retake_is_relaxed() {
+    retake_race::<9>(bound(1, 1));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_unlink_of_the_oldest_is_relaxed() {
+    unlink_then_third_owner::<10>(bound(1, 1));
 }

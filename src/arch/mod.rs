@@ -76,16 +76,21 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// CPU, and `t32/cs0/think0` fell from 44 to 27 Mops/s.
 pub(crate) const STARVING_NS: u64 = 1_000_000;
 
-/// How often one thread's unlocks take a fair look at the oldest sleeper
-/// although a spinner exists (the look takes the stack lock; it is checked
-/// against the clock on every 64th unlock that skips a wake).
-pub(crate) const FAIR_TURN_NS: u64 = 250_000;
+/// How often one thread that takes locks by spinning looks at the oldest
+/// sleeper (the look takes the stack while the thread holds the lock).
+pub(crate) const LOOK_NS: u64 = 250_000;
+
+/// `ns` nanoseconds in ticks of [`ticks`].
+#[inline]
+pub(crate) fn ns_to_ticks(ns: u64) -> u64 {
+    ns.saturating_mul(ticks_per_us()) / 1_000
+}
 
 /// Returns the tick count at which a spin of `ns` nanoseconds that starts now
 /// is over.
-#[inline]
+#[cfg(test)]
 pub(crate) fn deadline_after_ns(ns: u64) -> u64 {
-    ticks().wrapping_add(ns.saturating_mul(ticks_per_us()) / 1_000)
+    ticks().wrapping_add(ns_to_ticks(ns))
 }
 
 /// Busy-waits for about `ns` nanoseconds.

@@ -43,16 +43,23 @@ pub(crate) const fn fault(n: u8) -> Fault {
         4 => Fault::WaitWithoutCompare,
         5 => Fault::RelaxedPopRetry,
         6 => Fault::IgnoreHandedSpin,
-        _ => Fault::UnfairGiveBack,
+        7 => Fault::HandOffClearsLocked,
+        8 => Fault::IgnoreHandedLock,
+        9 => Fault::RelaxedRetake,
+        _ => Fault::RelaxedUnlink,
     }
 }
 
 /// The loom platform: `FAULT` picks a deliberate bug (0 = none), `SPURIOUS`
 /// the number of spurious futex returns per execution, `MAX_PASSES` the wake
 /// policy.
-/// `FAIR` sets the fairness rule: 0, no fair looks; 1, every unlock that
-/// skips a wake for a spinner takes a fair look and finds the oldest sleeper
-/// starving; 2, it takes the look and finds nobody starving.
+/// `FAIR` sets the starvation rule (see `crate::model::starving`): 0, no
+/// looks and nobody ever starves; 1, every spin acquisition looks, and every
+/// oldest sleeper starves; 2, every spin acquisition looks, and nobody
+/// starves; 3, every spin acquisition looks, and only the first judgement of
+/// an execution finds the oldest sleeper starving (starvation mode is entered
+/// and left); 4, as 1, but the first judgement pauses (yields) until the
+/// model lets it go on, to steer a race without spending preemptions.
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
@@ -75,17 +82,22 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     // budget, so loom needs no yield to make progress.
     fn spin_hint() {}
     fn yield_now() {}
+    // A real yield: the waiting thread makes no progress until the stack
+    // owner does, and loom must switch to it.
+    fn wait_for_stack() {
+        loom::thread::yield_now();
+    }
     fn now() -> u64 {
         0
     }
-    fn spin_deadline() -> u64 {
-        0
+    fn spin_deadline() -> (u64, u64) {
+        (0, 0)
     }
-    fn fair_turn() -> bool {
+    fn look_due(_now: u64) -> bool {
         FAIR != 0
     }
     fn starving(_since: u64) -> bool {
-        FAIR == 1
+        crate::model::starving(FAIR)
     }
     fn record(event: Event) {
         crate::model::record(event);

@@ -44,9 +44,9 @@ pub(crate) enum Fault {
     KeepSpinningOnPush,
     /// The unlock slow path never wakes anybody.
     SkipWake,
-    /// The stack-lock holder drops its wake when a stale look at the word
-    /// shows the lock re-taken, although an unlocker that found the stack
-    /// locked has already left it the decision.
+    /// The stack owner drops its wake when a stale look at the word shows
+    /// the lock re-taken, although an unlocker that found the stack owned
+    /// has already left it the decision.
     AbandonWakeWhenLocked,
     /// The futex wait blocks without comparing the word first.
     WaitWithoutCompare,
@@ -56,9 +56,19 @@ pub(crate) enum Fault {
     /// A woken thread does not know it was handed SPINNING, so nobody
     /// clears the bit and every later unlock skips its wake.
     IgnoreHandedSpin,
-    /// A fair look that finds nobody starving gives the stack back without
-    /// re-checking that a spinner or holder still exists.
-    UnfairGiveBack,
+    /// A hand-off clears LOCKED: the recipient and a barger both own the
+    /// lock.
+    HandOffClearsLocked,
+    /// A woken thread does not know it was handed the lock: it sleeps again
+    /// on a lock nobody will ever unlock.
+    IgnoreHandedLock,
+    /// The unlocker that takes LOCKED back for a starving sleeper does so
+    /// with a Relaxed CAS, so nodes pushed and critical sections run since
+    /// it released the lock are not acquired.
+    RelaxedRetake,
+    /// The CAS that unlinks the oldest of several waiters is Relaxed, so the
+    /// next stack owner reads the link edits unsynchronised.
+    RelaxedUnlink,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -134,10 +144,14 @@ pub(crate) trait Platform: Sized + 'static {
 
     fn spin_hint();
     fn yield_now();
+    /// Waits a moment for another thread to give the waiter stack back
+    /// (stack owners never block, so the wait is short).
+    fn wait_for_stack();
     /// The current tick count.
     fn now() -> u64;
-    /// The tick count at which a spin that starts now must stop.
-    fn spin_deadline() -> u64;
+    /// The current tick count, and the one at which a spin that starts now
+    /// must stop.
+    fn spin_deadline() -> (u64, u64);
     /// Notes that this thread just took the lock by spinning.
     #[inline(always)]
     fn note_spin_acquire() {}
@@ -147,19 +161,20 @@ pub(crate) trait Platform: Sized + 'static {
     fn spun_recently() -> bool {
         false
     }
-    /// Test instrumentation: counts slow-path events per thread.
-    /// Whether this unlock should look at the oldest sleeper even though a
-    /// spinner exists (rate-limited: it costs a trip through the stack).
+    /// Whether this thread, which just took the lock by spinning at tick
+    /// `now`, should look at the oldest sleeper (rate-limited per thread, in
+    /// time: the look takes the stack).
     #[inline(always)]
-    fn fair_turn() -> bool {
+    fn look_due(_now: u64) -> bool {
         false
     }
     /// Whether the oldest sleeper, asleep since tick `since`, has waited so
-    /// long that it is woken even beside a spinner.
+    /// long that the lock is handed to it directly (starvation mode).
     #[inline(always)]
     fn starving(_since: u64) -> bool {
         false
     }
+    /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
 }
@@ -180,8 +195,24 @@ pub(crate) enum Event {
     TailWake,
     /// A wake took the newest waiter.
     HeadWake,
-    /// A fair look woke the oldest sleeper beside a spinner.
-    StarvingWake,
-    /// A fair look found nobody starving and gave the stack back.
-    FairGiveBack,
+    /// A holder looked at the oldest sleeper.
+    Look,
+    /// A stack owner saw the oldest sleeper starving and set STARVING.
+    StarvingSet,
+    /// A hand-off left no starving sleeper and cleared STARVING.
+    StarvingCleared,
+    /// An unlocker took LOCKED back to hand it to a starving sleeper.
+    Retake,
+    /// ... after a failed attempt, with nodes pushed since it took the stack.
+    RetakeRaced,
+    /// The lock was handed directly to the oldest sleeper.
+    HandOff,
+    /// A woken thread found that it was handed the lock.
+    HandedLock,
+    /// `unlock_fair` found nobody to hand over to.
+    FairUnlockEmpty,
 }
+
+/// How many [`Event`] variants there are.
+#[cfg(test)]
+pub(crate) const EVENTS: usize = Event::FairUnlockEmpty as usize + 1;

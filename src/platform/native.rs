@@ -41,8 +41,8 @@ std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
     /// on slow paths.
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
-    static NEXT_FAIR_TURN: Cell<u64> = const { Cell::new(0) };
-    static FAIR_CALLS: Cell<u32> = const { Cell::new(0) };
+    /// When this thread may next look at the oldest sleeper (ticks).
+    static NEXT_LOOK: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
@@ -70,13 +70,18 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
     fn yield_now() {
         std::thread::yield_now();
     }
+    #[inline]
+    fn wait_for_stack() {
+        std::thread::yield_now();
+    }
     #[inline(always)]
     fn now() -> u64 {
         arch::ticks()
     }
     #[inline(always)]
-    fn spin_deadline() -> u64 {
-        arch::deadline_after_ns(arch::SPIN_NS)
+    fn spin_deadline() -> (u64, u64) {
+        let now = arch::ticks();
+        (now, now.wrapping_add(arch::ns_to_ticks(arch::SPIN_NS)))
     }
     #[inline]
     fn note_spin_acquire() {
@@ -88,21 +93,12 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
         arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * arch::PING_PONG_NS / 1_000
     }
     #[inline]
-    fn fair_turn() -> bool {
-        // Reading the tick counter costs as much as an uncontended
-        // lock+unlock, so only every 64th call looks at the time.
-        let n = FAIR_CALLS.with(|c| {
-            let n = c.get().wrapping_add(1);
-            c.set(n);
-            n
-        });
-        if !n.is_multiple_of(64) {
-            return false;
-        }
-        let now = arch::ticks();
-        NEXT_FAIR_TURN.with(|next| {
+    fn look_due(now: u64) -> bool {
+        // Time only: a thread's first spin acquisition looks, whatever it
+        // did before, so short-lived threads look too.
+        NEXT_LOOK.with(|next| {
             if now.wrapping_sub(next.get()) as i64 >= 0 {
-                next.set(now + arch::ticks_per_us() * arch::FAIR_TURN_NS / 1_000);
+                next.set(now.wrapping_add(arch::ns_to_ticks(arch::LOOK_NS)));
                 true
             } else {
                 false
@@ -111,7 +107,7 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
     }
     #[inline]
     fn starving(since: u64) -> bool {
-        arch::ticks().wrapping_sub(since) > arch::ticks_per_us() * arch::STARVING_NS / 1_000
+        arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(arch::STARVING_NS)
     }
     #[cfg(test)]
     #[inline(always)]
