@@ -8,7 +8,8 @@
 //!
 //! [`Mutex`] is [`lock_api::Mutex`] over [`RawMutex`], so it has the same API
 //! as `parking_lot::Mutex`: no poisoning, `const fn new`, guards that can be
-//! mapped, `try_lock`, `into_inner`, `get_mut`.
+//! mapped, `try_lock`, `into_inner`, `get_mut`, and the fair unlocks
+//! `MutexGuard::unlock_fair`, `unlocked_fair` and `bump`.
 //!
 //! # The algorithm
 //!
@@ -19,14 +20,15 @@
 //! a spinner wakes nobody, because the spinner will take the lock.
 //!
 //! The whole mutex is one word: a pointer to the most recently pushed sleeping
-//! waiter, tagged in its three low bits.
+//! waiter, tagged in its four low bits.
 //!
 //! | bit | name | meaning |
 //! |---|---|---|
 //! | 0 | `LOCKED` | the mutex is held |
 //! | 1 | `SPINNING` | one waiter has the right to spin; other waiters sleep |
-//! | 2 | `STACK_LOCKED` | one unlocker owns the waiter stack; only it removes nodes |
-//! | 3.. | head | the top of the stack of sleeping waiters, or null |
+//! | 2 | `STACK_LOCKED` | one thread owns the waiter stack; only it removes nodes |
+//! | 3 | `STARVING` | starvation mode: every unlock hands the lock to the oldest sleeper |
+//! | 4.. | head | the top of the stack of sleeping waiters, or null |
 //!
 //! The waiter nodes live on the waiting threads' own stacks (no allocation, no
 //! global table) and each holds the word its thread sleeps on: a futex word on
@@ -41,34 +43,72 @@
 //! set, publish it as the new head and drop `SPINNING` if we held it. A woken
 //! thread competes for the lock again (it may barge past no one: the lock is
 //! free or held); if it was the oldest waiter it may spin once even beside the
-//! spinner.
+//! spinner. A thread that was handed the lock (below) returns at once. In
+//! starvation mode a waiter neither spins nor yields: it sleeps at once.
 //!
-//! **unlock.** The fast path is one `fetch_sub(LOCKED)`. If the old word shows
+//! **unlock.** One load, then one `fetch_sub(LOCKED)`. If the old word shows
 //! sleepers, no spinner and no stack owner, the slow path takes `STACK_LOCKED`
 //! (leaving instead if the lock was re-taken, a spinner appeared or someone
-//! else owns the stack), unlinks one waiter, releases `STACK_LOCKED` in the
-//! same CAS that publishes the new head, and wakes the waiter. That CAS also
-//! sets `SPINNING` if it was clear and hands it to the woken thread: until it
-//! runs and either takes the lock or sleeps again, it is the spinner, so the
-//! unlocks in between wake nobody else (without this, a holder that re-takes
-//! the lock at once would wake the whole stack before the first woken thread
-//! even runs).
+//! else owns the stack), unlinks the oldest waiter, releases `STACK_LOCKED` in
+//! the same CAS that publishes the new head, and wakes the waiter. That CAS
+//! also sets `SPINNING` if it was clear and hands it to the woken thread:
+//! until it runs and either takes the lock or sleeps again, it is the spinner,
+//! so the unlocks in between wake nobody else (without this, a holder that
+//! re-takes the lock at once would wake the whole stack before the first
+//! woken thread even runs). If the load saw `STARVING`, the unlock does not
+//! release the lock at all: it hands it over (below).
 //!
-//! **Which waiter.** By default the oldest (the stack keeps an amortised O(1)
-//! cached tail with back links): a sleeping waiter is never passed over by a
-//! wake. The algorithm is written so the rule can be "newest first, but the
-//! oldest after at most `N` passes" (`MAX_PASSES`, 0 in this release); either
-//! way the bound is deterministic. A woken waiter competes with running
+//! **Which waiter.** The oldest (the stack keeps an amortised O(1) cached
+//! tail with back links): a sleeping waiter is never passed over by a wake
+//! or a hand-off. (The algorithm can also run "newest first, but the oldest
+//! after at most `N` passes", which the models check; this release uses
+//! `N` = 0.) Outside starvation mode a woken waiter competes with running
 //! threads that arrive at the same moment, as with `parking_lot` and `std`.
 //!
-//! **Starvation.** Under oversubscription a spinner nearly always exists,
-//! so unlocks would almost never wake anyone and the oldest sleepers would
-//! sleep indefinitely. So now and then (every 250 µs per thread) an unlock
-//! that skips a wake for a spinner takes a *fair look*: it takes
-//! `STACK_LOCKED` and, if the oldest sleeper has been asleep for over 1 ms,
-//! wakes it anyway; that thread then spins beside the spinner. If nobody is
-//! starving it gives the stack back, or wakes one as an ordinary unlock
-//! would if the spinner and holder are gone by then.
+//! # Starvation mode and direct hand-off
+//!
+//! Under oversubscription a spinner nearly always exists, so unlocks would
+//! almost never wake anyone, and a woken waiter can lose the lock to running
+//! threads again and again. So the oldest sleeper is *judged*: if it has been
+//! waiting (since it first slept in this `lock` call) for over 1 ms, the judge
+//! sets `STARVING`. Judges are every thread that owns the stack to wake a
+//! sleeper (it reads the clock before its futex wake), and every thread that
+//! has just taken the lock by spinning, at most once per 250 µs per thread
+//! (a rate in time only, so short-lived threads judge too).
+//!
+//! While `STARVING` is set, every unlock **hands the lock directly** to the
+//! oldest sleeper: it takes `STACK_LOCKED` while still holding `LOCKED`,
+//! unlinks the oldest node, marks it as owning the lock, releases the stack
+//! with `LOCKED` still set and wakes it; the woken thread returns from `lock`
+//! without touching the word. `LOCKED` is never clear in between, so no
+//! barging `fetch_or`, spinner or newcomer can take the lock first. The
+//! hand-off judges the next oldest sleeper and leaves `STARVING` set only if
+//! it starves too; once nobody starves, the spin bit's normal behaviour
+//! resumes. A waker that finds the oldest sleeper starving while the lock is
+//! free takes `LOCKED` back and hands it over; if somebody took the lock
+//! first, it sets `STARVING` and that holder's unlock hands over.
+//!
+//! **The bound.** Every wake and hand-off takes the oldest sleeper, so a
+//! sleeper with `k` sleepers below it is served (woken or handed the lock)
+//! after at most `k` wakes or hand-offs. Once the oldest sleeper has waited
+//! 1 ms and has been judged, it owns the lock after at most one more critical
+//! section: the current holder's unlock hands it over, except when that
+//! unlock read the word just before `STARVING` was set; then that unlock
+//! takes the lock back for it, or the one thread that took the lock first
+//! hands it over at its own unlock (it acquired after `STARVING` was set, so
+//! its unlock sees it). The judgement itself comes at the next wake, or at
+//! the next spin acquisition of a thread that has not judged in the last
+//! 250 µs; when neither happens, no spinner is taking the lock, so the
+//! unlocks wake sleepers, oldest first. The price of a hand-off is that the
+//! lock stays held while the woken thread waits for a CPU; that is why it is
+//! kept for starving waiters and for explicit fair unlocks.
+//!
+//! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
+//! hands the lock directly to the oldest sleeper if one exists (a waiter
+//! that has not gone to sleep yet, e.g. the spinner, is not served), and is
+//! a normal unlock otherwise. `MutexGuard::bump` and `unlocked_fair` hand the
+//! lock to the oldest sleeper if one exists and then wait for it again like
+//! any other arrival; with no sleeper, `bump` keeps the lock.
 //!
 //! # Why no wakeup is lost
 //!
@@ -76,23 +116,39 @@
 //! node, so some holder exists whose `unlock` will see a non-empty stack.
 //! That unlock skips the wake in three cases, each covered by someone else:
 //!
-//! * `SPINNING` was set: the spinner leaves that role only by taking the lock
-//!   (its own unlock then sees the stack) or by pushing itself, which clears
-//!   `SPINNING` and succeeds only while the lock is held (that holder's unlock
-//!   sees the stack). A woken thread that was handed the bit is a spinner
-//!   like any other.
-//! * `STACK_LOCKED` was set: its owner has already committed to waking one
-//!   waiter, and the woken thread takes the lock or sleeps again while it is
-//!   held; either way a later unlock looks at the stack. A fair look that
-//!   finds nobody starving gives the stack back without a wake only in a CAS
-//!   that sees `LOCKED` or `SPINNING` set, so that holder or spinner covers
-//!   the skipped unlocks; otherwise it commits to a wake like any owner.
+//! * `SPINNING` was set (and `STARVING` was not): the spinner leaves that
+//!   role only by taking the lock (its own unlock then sees the stack) or by
+//!   pushing itself, which clears `SPINNING` and succeeds only while the lock
+//!   is held (that holder's unlock sees the stack). A woken thread that was
+//!   handed the bit is a spinner like any other.
+//! * `STACK_LOCKED` was set: its owner is committed to serving the stack
+//!   before it gives it back: it wakes one waiter (who takes the lock or
+//!   sleeps again while it is held, so a later unlock looks at the stack), or
+//!   hands the lock to one (whose unlock looks at the stack), or, if the lock
+//!   was re-taken, sets `STARVING` in the same CAS that gives the stack back,
+//!   so that the holder's unlock hands over; if that holder unlocked in the
+//!   meantime the CAS fails and the owner takes the lock back itself. A
+//!   holder that owns the stack to judge the oldest sleeper has not unlocked,
+//!   so no unlock skipped anything for it.
 //! * `LOCKED` was set again by the time the slow path looked: the new holder's
 //!   unlock looks at the stack.
 //!
-//! A wake that lands between a waiter's push and its sleep is not lost either:
-//! the futex wait compares the node's word and does not sleep once it was
-//! changed. The test suite model-checks exactly these interleavings with loom.
+//! A hand-off never makes the lock free, so no unlock happens between the
+//! hand-off and the recipient's own unlock. A wake that lands between a
+//! waiter's push and its sleep is not lost either: the futex wait compares
+//! the node's word and does not sleep once it was changed. The test suite
+//! model-checks exactly these interleavings with loom.
+//!
+//! # Limits
+//!
+//! * Not process-shared: the waiter nodes are addresses on the waiters'
+//!   stacks, so the mutex must not be placed in memory shared between
+//!   processes.
+//! * After `fork`, the child must not unlock a mutex that had sleeping
+//!   waiters at the fork: their nodes belong to threads that do not exist in
+//!   the child.
+//! * Not async-signal-safe: a signal handler must not lock a mutex that its
+//!   own thread may hold or be waiting for (its waiter node is in use).
 //!
 //! # The spin budget
 //!

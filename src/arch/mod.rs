@@ -59,25 +59,23 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// while `contended/t2/cs0/think0` keeps its gain (32.4 Mops/s at 500 ns).
 pub(crate) const PING_PONG_NS: u64 = 500;
 
-/// A sleeper that has been asleep this long is starving: a fair look (see
-/// [`FAIR_TURN_NS`]) wakes it even though a spinner exists, and it then spins
-/// beside the spinner.
+/// A sleeper that has waited this long (since it first slept in its `lock`
+/// call) is starving: the stack owner that judges it sets STARVING, and from
+/// then on unlocks hand the lock directly to the oldest sleeper until the
+/// oldest no longer starves.
 ///
-/// Without this, under oversubscription a spinner nearly always exists, the
-/// unlocks wake nobody, and the sleepers at the bottom of the stack sleep for
-/// the whole run (`contended/t32/cs0/think0`: fairness 0.01 against
-/// parking_lot's 0.64). Measured with the full profile, 1 ms and one fair look
-/// per 250 µs: in filtered runs, fairness 0.38 there and 0.23-0.44 at
-/// `t32/cs100/think0` (was 0.00); in the full run of the committed report,
-/// 0.20 and 0.24 (best peers 0.40 and 0.62), with the cs=0 throughput lead
-/// at 16-64 threads down from 1.29-1.39 to 1.05-1.20 of the best peer.
-/// Handing the lock itself to the starving waiter was measured too and
-/// rejected: the lock then stays held while the woken thread waits for a
-/// CPU, and `t32/cs0/think0` fell from 44 to 27 Mops/s.
+/// 1 ms, as Go's `sync.Mutex`. A hand-off keeps the lock held while the
+/// woken thread waits for a CPU, so a threshold near the time a futex wake
+/// takes (a few µs) would turn every contended unlock into a hand-off and
+/// convoy the lock; a much longer one lets the oldest waiter wait that much
+/// longer. See the crate docs for the bound it gives.
 pub(crate) const STARVING_NS: u64 = 1_000_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
-/// sleeper (the look takes the stack while the thread holds the lock).
+/// sleeper (the look takes the stack while the thread holds the lock; two
+/// CASes on a line the holder owns, plus a read of the tail node). A
+/// quarter of [`STARVING_NS`], so a starving sleeper is noticed within
+/// about a quarter of its threshold by any thread that keeps spinning.
 pub(crate) const LOOK_NS: u64 = 250_000;
 
 /// `ns` nanoseconds in ticks of [`ticks`].
