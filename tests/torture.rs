@@ -5,8 +5,11 @@
 //!
 //! It checks mutual exclusion on plain (non-atomic) data, that no update is
 //! lost, that the lock is free at the end, and that no single `lock()` call
-//! waited longer than a generous bound (a starved thread fails the test). A
-//! watchdog fails the test instead of letting a lost wakeup hang it.
+//! waited longer than a generous bound, and prints the longest wait. Waits in
+//! progress count too, and the run goes on past its deadline while a wait
+//! that began before it lasts, so a thread starved until the others stop
+//! fails the test. A watchdog fails the test instead of letting a lost
+//! wakeup hang it.
 //!
 //! `SPINBIT_TORTURE_SECS` sets the duration (default 2 s; CI runs a longer
 //! one), `SPINBIT_TORTURE_MAX_WAIT_MS` the bound on one wait (default 2000).
@@ -15,8 +18,8 @@ mod common;
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Once, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -195,18 +198,46 @@ fn section(p: &mut Pair, rng: &mut Rng) -> bool {
     whole
 }
 
-/// Runs the torture on a `lock_api` mutex over `R` for `duration`.
-fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration) -> Report {
+/// Runs the torture on a `lock_api` mutex over `R` for `duration`, or longer
+/// while a wait that began before the deadline lasts and has not exceeded
+/// `bound`: a thread starved until the others stop is caught, however close
+/// to the deadline its wait began.
+fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration, bound: Duration) -> Report {
     quiet_deliberate_panics();
     let m = Mutex::<R, Pair>::new(Pair::default());
     let t = Tally::default();
     let dog = Watchdog::start("torture");
+    // Per thread: 1 + when its current lock() call began (ns since `start`),
+    // or 0 if it is not waiting.
+    let waiting: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+    let stop = AtomicBool::new(false);
     let start = Instant::now();
-    let deadline = start + duration;
     thread::scope(|s| {
-        for id in 0..threads {
-            let (m, t, dog) = (&m, &t, &dog);
-            s.spawn(move || worker(m, t, dog, Rng::new(id as u64 + 1), deadline));
+        for (id, waiting) in waiting.iter().enumerate() {
+            let w = Worker { m: &m, t: &t, dog: &dog, waiting, stop: &stop, start };
+            s.spawn(move || w.run(Rng::new(id as u64 + 1)));
+        }
+        // Watch the waits in progress: their length so far counts towards
+        // the longest wait, and the run ends once the deadline has passed
+        // and no wait that began before it is still going on (or one has
+        // outlasted the bound).
+        let deadline = duration.as_nanos() as u64;
+        loop {
+            thread::sleep(Duration::from_millis(5));
+            let now = start.elapsed().as_nanos() as u64;
+            let mut pending = false;
+            for w in &waiting {
+                let since = w.load(Relaxed);
+                if since != 0 {
+                    let age = now.saturating_sub(since - 1);
+                    t.max_wait_ns.fetch_max(age, Relaxed);
+                    pending |= since - 1 < deadline && Duration::from_nanos(age) <= bound;
+                }
+            }
+            if now >= deadline && !pending {
+                stop.store(true, Relaxed);
+                break;
+            }
         }
     });
     let elapsed = start.elapsed();
@@ -231,83 +262,93 @@ fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration) -> Report
     }
 }
 
-fn worker<R: RawMutexFair + Sync>(
-    m: &Mutex<R, Pair>,
-    t: &Tally,
-    dog: &Watchdog,
-    mut rng: Rng,
-    deadline: Instant,
-) {
-    let timed_lock = || {
-        let start = Instant::now();
-        let g = m.lock();
-        let waited = start.elapsed();
-        let ns = waited.as_nanos() as u64;
-        t.max_wait_ns.fetch_max(ns, Relaxed);
-        for (ms, n) in WAIT_BUCKETS_MS.iter().zip(&t.waits_over) {
+/// What one torture thread shares with the others.
+struct Worker<'a, R: RawMutexFair> {
+    m: &'a Mutex<R, Pair>,
+    t: &'a Tally,
+    dog: &'a Watchdog,
+    waiting: &'a AtomicU64,
+    stop: &'a AtomicBool,
+    start: Instant,
+}
+
+impl<R: RawMutexFair + Sync> Worker<'_, R> {
+    /// `lock()`, timed.
+    fn lock(&self) -> MutexGuard<'_, R, Pair> {
+        let began = Instant::now();
+        self.waiting.store(1 + (began - self.start).as_nanos() as u64, Relaxed);
+        let g = self.m.lock();
+        let waited = began.elapsed();
+        self.waiting.store(0, Relaxed);
+        self.t.max_wait_ns.fetch_max(waited.as_nanos() as u64, Relaxed);
+        for (ms, n) in WAIT_BUCKETS_MS.iter().zip(&self.t.waits_over) {
             if waited > Duration::from_millis(*ms) {
                 n.fetch_add(1, Relaxed);
             }
         }
-        t.locks.fetch_add(1, Relaxed);
+        self.t.locks.fetch_add(1, Relaxed);
         g
-    };
-    let (mut sections, mut torn) = (0, 0);
-    let mut tally = |whole: bool| {
-        sections += 1;
-        torn += u64::from(!whole);
-    };
-    while Instant::now() < deadline {
-        match rng.below(100) {
-            // lock, one section, unlock.
-            0..50 => {
-                let mut g = timed_lock();
-                tally(section(&mut g, &mut rng));
-            }
-            // lock, one section, hand the lock to the oldest sleeper.
-            50..65 => {
-                let mut g = timed_lock();
-                tally(section(&mut g, &mut rng));
-                MutexGuard::unlock_fair(g);
-                t.unlock_fairs.fetch_add(1, Relaxed);
-            }
-            // lock, a section, let a sleeper in, another section.
-            65..75 => {
-                let mut g = timed_lock();
-                tally(section(&mut g, &mut rng));
-                MutexGuard::bump(&mut g);
-                t.bumps.fetch_add(1, Relaxed);
-                tally(section(&mut g, &mut rng));
-            }
-            // try_lock.
-            75..95 => {
-                t.try_locks.fetch_add(1, Relaxed);
-                match m.try_lock() {
-                    Some(mut g) => tally(section(&mut g, &mut rng)),
-                    None => {
-                        t.try_lock_misses.fetch_add(1, Relaxed);
+    }
+
+    fn run(&self, mut rng: Rng) {
+        let (m, t) = (self.m, self.t);
+        let (mut sections, mut torn) = (0, 0);
+        let mut tally = |whole: bool| {
+            sections += 1;
+            torn += u64::from(!whole);
+        };
+        while !self.stop.load(Relaxed) {
+            match rng.below(100) {
+                // lock, one section, unlock.
+                0..50 => {
+                    let mut g = self.lock();
+                    tally(section(&mut g, &mut rng));
+                }
+                // lock, one section, hand the lock to the oldest sleeper.
+                50..65 => {
+                    let mut g = self.lock();
+                    tally(section(&mut g, &mut rng));
+                    MutexGuard::unlock_fair(g);
+                    t.unlock_fairs.fetch_add(1, Relaxed);
+                }
+                // lock, a section, let a sleeper in, another section.
+                65..75 => {
+                    let mut g = self.lock();
+                    tally(section(&mut g, &mut rng));
+                    MutexGuard::bump(&mut g);
+                    t.bumps.fetch_add(1, Relaxed);
+                    tally(section(&mut g, &mut rng));
+                }
+                // try_lock.
+                75..95 => {
+                    t.try_locks.fetch_add(1, Relaxed);
+                    match m.try_lock() {
+                        Some(mut g) => tally(section(&mut g, &mut rng)),
+                        None => {
+                            t.try_lock_misses.fetch_add(1, Relaxed);
+                        }
                     }
                 }
+                // A panic inside the guard: unwinding must release the lock
+                // (if it does not, every other thread blocks and the watchdog
+                // fails the test).
+                _ => {
+                    let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                        let mut g = self.lock();
+                        tally(section(&mut g, &mut rng));
+                        panic::panic_any(Deliberate);
+                    }));
+                    let payload: Box<dyn Any + Send> = r.expect_err("the deliberate panic");
+                    assert!(payload.is::<Deliberate>(), "an unexpected panic inside the guard");
+                    t.panics.fetch_add(1, Relaxed);
+                }
             }
-            // A panic inside the guard: unwinding must release the lock
-            // (if it does not, every other thread blocks and the watchdog
-            // fails the test).
-            _ => {
-                let r = panic::catch_unwind(AssertUnwindSafe(|| {
-                    let mut g = timed_lock();
-                    tally(section(&mut g, &mut rng));
-                    panic::panic_any(Deliberate);
-                }));
-                let payload: Box<dyn Any + Send> = r.expect_err("the deliberate panic");
-                assert!(payload.is::<Deliberate>(), "an unexpected panic inside the guard");
-                t.panics.fetch_add(1, Relaxed);
-            }
+            self.dog.progress();
+            delay(&mut rng, 20);
         }
-        dog.progress();
-        delay(&mut rng, 20);
+        t.sections.fetch_add(sections, Relaxed);
+        t.torn.fetch_add(torn, Relaxed);
     }
-    t.sections.fetch_add(sections, Relaxed);
-    t.torn.fetch_add(torn, Relaxed);
 }
 
 #[test]
@@ -315,7 +356,7 @@ fn torture_64_threads() {
     let secs: f64 = env_or("SPINBIT_TORTURE_SECS", if cfg!(miri) { 0.05 } else { 2.0 });
     let bound = Duration::from_millis(env_or("SPINBIT_TORTURE_MAX_WAIT_MS", MAX_WAIT_MS));
     let threads = if cfg!(miri) { 4 } else { 64 };
-    let report = torture::<spinbit::RawMutex>(threads, Duration::from_secs_f64(secs));
+    let report = torture::<spinbit::RawMutex>(threads, Duration::from_secs_f64(secs), bound);
     eprintln!("torture: {report}");
     if let Err(e) = report.check(bound) {
         panic!("torture failed: {e}\n{report}");
@@ -386,7 +427,97 @@ unsafe impl RawMutexFair for NoExclusion {
 #[test]
 #[cfg_attr(miri, ignore = "a deliberate data race")]
 fn negative_control_the_torture_catches_a_mutex_that_does_not_exclude() {
-    let report = torture::<NoExclusion>(8, Duration::from_millis(300));
+    let report = torture::<NoExclusion>(8, Duration::from_millis(300), Duration::MAX);
     let e = report.check(Duration::MAX).expect_err("overlapping sections must be noticed");
     assert!(e.contains("overlapped"), "{e}");
+}
+
+/// A mutex that starves one thread: the first thread to call `lock` gets in
+/// only once nobody else has taken the mutex for 200 ms, i.e. when the others
+/// have stopped. The negative control of the bound on one wait.
+struct StarvesOne {
+    inner: spinbit::RawMutex,
+    /// The starved thread's number (see `THREAD`), 0 until chosen.
+    victim: AtomicU64,
+    /// When another thread last took the mutex (ns since `epoch()`).
+    last_other: AtomicU64,
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Relaxed);
+}
+
+fn epoch_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+impl StarvesOne {
+    fn is_victim(&self) -> bool {
+        let me = THREAD.with(|t| *t);
+        match self.victim.compare_exchange(0, me, Relaxed, Relaxed) {
+            Ok(_) => true,
+            Err(v) => v == me,
+        }
+    }
+}
+
+// SAFETY: exclusion comes from `inner`; the starvation rule only delays
+// `lock` and fails some `try_lock` calls.
+unsafe impl RawMutex for StarvesOne {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = StarvesOne {
+        inner: spinbit::RawMutex::INIT,
+        victim: AtomicU64::new(0),
+        last_other: AtomicU64::new(0),
+    };
+    type Guard = GuardSend;
+    fn lock(&self) -> GuardSend {
+        if self.is_victim() {
+            while epoch_ns().saturating_sub(self.last_other.load(Relaxed)) < 200_000_000 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let g = self.inner.lock();
+        if !self.is_victim() {
+            self.last_other.store(epoch_ns(), Relaxed);
+        }
+        g
+    }
+    fn try_lock(&self) -> Option<GuardSend> {
+        if self.is_victim() {
+            return None;
+        }
+        let g = self.inner.try_lock()?;
+        self.last_other.store(epoch_ns(), Relaxed);
+        Some(g)
+    }
+    unsafe fn unlock(&self, guard: GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.unlock(guard) }
+    }
+    fn is_locked(&self) -> bool {
+        self.inner.is_locked()
+    }
+}
+
+// SAFETY: as above.
+unsafe impl RawMutexFair for StarvesOne {
+    unsafe fn unlock_fair(&self, guard: GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.unlock_fair(guard) }
+    }
+}
+
+/// A thread starved while the others run fails the bound on one wait, even
+/// when its wait begins just before the deadline: the others keep running
+/// until it is served or has waited longer than the bound.
+#[test]
+#[cfg_attr(miri, ignore = "sleeps for most of a second")]
+fn negative_control_the_torture_catches_a_starved_thread() {
+    let bound = Duration::from_millis(500);
+    let report = torture::<StarvesOne>(8, Duration::from_millis(100), bound);
+    let e = report.check(bound).expect_err("the starved thread must be noticed");
+    assert!(e.contains("a thread starved"), "{e}\n{report}");
 }
