@@ -43,8 +43,8 @@
 //! * `fair-*/t{T}/cs{C}/think{K}`: the same, but every unlock is
 //!   `MutexGuard::unlock_fair`, so a waiting thread gets the lock instead of
 //!   whoever comes next. Only spinbit and the two `parking_lot`s run it
-//!   (`usync`, `std` and pthread have no fair unlock; the ablations would
-//!   repeat spinbit's fair path).
+//!   (`usync`, `std` and pthread have no fair unlock; the ablations have
+//!   one but are left out to keep the run short).
 //! * `handoff-*/cs{C}`: two threads hand the lock back and forth, the shape of
 //!   Go's `BenchmarkMutexHandoff`. A turn word on its own cache line says
 //!   whose turn it is; the thread whose turn it is locks, passes the turn to
@@ -67,8 +67,8 @@
 //!
 //! * `inline`: right after the lock word, in the same cache line, exactly
 //!   as in a `Mutex<u64>` (or `Mutex<VecDeque<u64>>`). This is what most
-//!   users run, and it makes a waiter polling the lock word slow down the
-//!   holder writing the data; or
+//!   users run: a waiter polling the lock word and the holder writing the
+//!   data share one cache line; or
 //! * `split`: on a cache line of its own (`Mutex<CachePadded<u64>>`), so the
 //!   lock word's traffic and the data's are separate.
 //!
@@ -169,10 +169,10 @@
 //!   `handoff/cs1000`, `queue/t8`: 11 cells.
 //!
 //! 68 cells, 576 (cell, lock) pairs with 9 locks (452 without the
-//! ablations). A pair measured 3.0-3.8 s in this profile on a 2-core
-//! machine (2 s of companion windows, the rest criterion's, see
-//! [`Profile::secs_per_run`]), so the full run takes about 576 x 3.45 s =
-//! ~1990 s, 33 minutes, on any number of cores (the windows are
+//! ablations). Four cells run alone in this profile on a 2-core machine
+//! took 3.0-3.8 s per pair (2 s of companion windows, the rest criterion's,
+//! see [`Profile::secs_per_run`]), so the full run takes about 576 x 3.45 s
+//! = ~1990 s, 33 minutes, on any number of cores (the windows are
 //! fixed-duration). The harness prints its own estimate when it starts; the
 //! budget is 35 minutes, which is why think time and the split layout run
 //! at fewer thread counts than the inline layout's think-0 rows.

@@ -1082,7 +1082,8 @@ fn main() {
         let result = load(input).and_then(|run| {
             if let Some((_, first)) = written.iter().find(|(n, _)| *n == run.name) {
                 return Err(format!(
-                    "{} is also a {} run: one report per CPU family, pass one file per family",
+                    "{} has the same CPU family ({}), and there is one report per CPU family: \
+                     pass one file per family",
                     first.display(),
                     run.name
                 )
