@@ -322,7 +322,8 @@ impl<P: Platform> Lock<P> {
                 f &= !SPINNING;
             }
             // Release: publishes the node's fields to the stack owner that
-            // will pop it.
+            // will pop it. Failure Relaxed: we link to the fresh head next
+            // round, storing its address without reading the node.
             match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
                 Ok(_) => {
                     P::record(Event::Parked);
@@ -356,7 +357,8 @@ impl<P: Platform> Lock<P> {
     fn acquire_from(&self, s: *mut Node<P>, spinner: bool) -> Result<(), *mut Node<P>> {
         let f = flags(s) | LOCKED;
         let new = with_flags(s, if spinner { f & !SPINNING } else { f });
-        // Acquire: as in `try_lock`.
+        // Acquire: as in `try_lock`. Failure Relaxed: the caller only looks
+        // at the flags of the fresh word; it reads no node.
         self.state.compare_exchange(s, new, Acquire, Relaxed).map(drop)
     }
 
