@@ -292,53 +292,79 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     short
 }
 
-/// Runs [`contend`] and asserts that the slow paths really ran.
-fn contend_hard<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(name: &str) -> Events {
-    let events = contend::<P>(name, THREADS, ROUNDS);
-    if !cfg!(miri) {
-        let short = shortfall(&events, MIN_EVENTS);
-        assert!(short.is_empty(), "fewer than {MIN_EVENTS} of {short:?}: {events:?}");
+/// At most this many runs of [`contend`] per test.
+const MAX_BATCHES: u32 = 5;
+
+/// Runs [`contend`] until `short` finds nothing missing from the events of
+/// all the runs so far, and fails if [`MAX_BATCHES`] runs are not enough.
+///
+/// One run is enough on a quiet machine. Under load (another test binary,
+/// the loom models, a benchmark) waits grow past the starvation threshold,
+/// the lock hands over directly instead of letting waiters spin, and a run
+/// shows fewer spins and pop wakes: more runs make up for it, so the
+/// requirement is on work done, never on time taken.
+fn contend_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    short: impl Fn(&Events) -> Vec<&'static str>,
+) -> Events {
+    let mut total = Events::default();
+    for batch in 1..=MAX_BATCHES {
+        total.add(&contend::<P>(name, THREADS, ROUNDS));
+        if cfg!(miri) {
+            break;
+        }
+        let missing = short(&total);
+        assert!(
+            missing.is_empty() || batch < MAX_BATCHES,
+            "{batch} runs of {THREADS} threads x {ROUNDS} rounds fell short of {missing:?}: \
+             {total:?}"
+        );
+        if missing.is_empty() {
+            break;
+        }
     }
-    events
+    total
 }
 
 #[test]
 fn contended_futex_parker() {
-    contend_hard::<Native>("contended_futex_parker");
+    contend_until::<Native>("contended_futex_parker", |e| shortfall(e, MIN_EVENTS));
 }
 
 #[test]
 fn contended_portable_parker() {
-    contend_hard::<ThreadPark>("contended_portable_parker");
+    contend_until::<ThreadPark>("contended_portable_parker", |e| shortfall(e, MIN_EVENTS));
 }
 
 #[test]
 fn contended_mixed_lifo_fifo_wakes() {
-    let events = contend_hard::<MixedWake>("contended_mixed_lifo_fifo_wakes");
-    if !cfg!(miri) {
-        // Two newest-first wakes, then the tail's own: both kinds, often.
-        let (head, tail) = (events.get(Event::HeadWake), events.get(Event::TailWake));
-        assert!(head >= MIN_EVENTS / 2 && tail >= MIN_EVENTS / 4, "{events:?}");
-    }
+    // Newest-first wakes, and the tail's own after two passes (unless the
+    // tail starves first and is handed the lock): both pop paths run.
+    contend_until::<MixedWake>("contended_mixed_lifo_fifo_wakes", |e| {
+        let mut short = shortfall(e, MIN_EVENTS);
+        if e.get(Event::HeadWake) < MIN_EVENTS / 2 {
+            short.push("HeadWake");
+        }
+        if e.get(Event::TailWake) < MIN_EVENTS / 10 {
+            short.push("TailWake");
+        }
+        short
+    });
 }
 
 #[test]
 fn contended_without_spinning() {
-    let events = contend::<NoSpin>("contended_without_spinning", THREADS, ROUNDS);
+    let events = contend_until::<NoSpin>("contended_without_spinning", |e| {
+        let mut short = shortfall(e, MIN_EVENTS);
+        short.retain(|&s| s != "Spun");
+        short
+    });
     assert_eq!(events.get(Event::Spun), 0, "{events:?}");
-    if !cfg!(miri) {
-        assert!(events.get(Event::Parked) >= MIN_EVENTS, "{events:?}");
-        assert!(events.wakes() >= MIN_EVENTS, "{events:?}");
-    }
 }
 
 #[test]
 fn contended_when_every_waiter_spins() {
-    let events = contend::<AllSpin>("contended_when_every_waiter_spins", THREADS, ROUNDS);
-    if !cfg!(miri) {
-        assert!(events.get(Event::Spun) >= MIN_EVENTS, "{events:?}");
-        assert!(events.get(Event::Parked) >= MIN_EVENTS, "{events:?}");
-    }
+    contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| shortfall(e, MIN_EVENTS));
 }
 
 #[test]
