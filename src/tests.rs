@@ -375,9 +375,7 @@ fn an_uncontended_run_fails_the_slow_path_check() {
 }
 
 /// Short critical sections, no think time: mostly fast paths and spinner
-/// hand-overs. Also the ThreadSanitizer negative control's test (see
-/// `.ci/run`): a lock whose unlock does not release the critical section
-/// races here.
+/// hand-overs.
 fn hammer<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(threads: usize, per_thread: u64) {
     let g = Guarded::<P>::new();
     thread::scope(|s| {
@@ -387,6 +385,52 @@ fn hammer<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(threads: usize, 
     });
     assert_eq!(g.value(), threads as u64 * per_thread, "lost updates: mutual exclusion failed");
     assert_eq!(g.word(), 0, "lock left dirty");
+}
+
+/// Two threads take turns through the lock alone: each takes the lock over
+/// and over, and updates the data only when its parity says it is its turn.
+/// Every update therefore follows a hand-over of the lock from the other
+/// thread, most of them through the fast paths (the other thread polls).
+/// This is the ThreadSanitizer negative control's test (see `.ci/run`): with
+/// an unlock that does not release, each such hand-over is a data race.
+fn take_turns<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(name: &str, turns: u64) {
+    let g = Guarded::<P>::new();
+    let dog = Watchdog::start(name);
+    thread::scope(|s| {
+        for me in 0..2 {
+            let (g, dog) = (&g, &dog);
+            s.spawn(move || {
+                let mut mine = 0;
+                while mine < turns {
+                    g.lock.lock();
+                    // SAFETY: locked above, and unlocked once by its holder.
+                    let my_turn = unsafe {
+                        let v = *g.data.get();
+                        let my_turn = v % 2 == me;
+                        if my_turn {
+                            *g.data.get() = v + 1;
+                            mine += 1;
+                        }
+                        g.lock.unlock();
+                        my_turn
+                    };
+                    dog.progress();
+                    if !my_turn {
+                        // Let the other thread have its turn: a thread that
+                        // re-takes the lock at once keeps it from a sleeper.
+                        thread::yield_now();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(g.value(), 2 * turns);
+    assert_eq!(g.word(), 0, "lock left dirty");
+}
+
+#[test]
+fn two_threads_take_turns() {
+    take_turns::<Native>("two_threads_take_turns", if cfg!(miri) { 20 } else { 5_000 });
 }
 
 #[test]
