@@ -231,13 +231,13 @@ fn held_then_released<const F: u8, const S: usize, const M: u32, const R: u8>(
 
 #[test]
 fn two_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0, 0>(2, 2, bound(3, 6));
+    let seen = exclusion::<0, 0, 0, 0>(2, 2, bound(3, 5));
     assert!(seen.of(Event::Parked) > 0 && seen.of(Event::Spun) > 0, "{seen:?}");
 }
 
 #[test]
 fn three_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0, 0>(3, 1, bound(2, 4));
+    let seen = exclusion::<0, 0, 0, 0>(3, 1, bound(2, 3));
     assert!(seen.of(Event::Parked) > 0, "{seen:?}");
 }
 
@@ -272,7 +272,7 @@ fn spinner_retires_while_unlocker_skips_wake() {
     // One waiter becomes the spinner, the other sleeps; the unlock that sees
     // the spinner wakes nobody, and the spinner either takes the lock or
     // retires onto the stack (clearing SPINNING) while the lock is held.
-    let seen = held_then_released::<0, 0, 0, 0>(2, bound(3, 4));
+    let seen = held_then_released::<0, 0, 0, 0>(2, bound(3, 3));
     assert!(
         seen.of(Event::WakeSkippedForSpinner) > 0
             && seen.of(Event::Parked) > 0
@@ -285,28 +285,28 @@ fn spinner_retires_while_unlocker_skips_wake() {
 fn unlockers_race_for_the_stack_lock() {
     // Three threads, two rounds each: an unlock finds another unlocker owning
     // the stack and leaves the wake to it.
-    let seen = exclusion::<0, 0, 0, 0>(3, 2, bound(2, 4));
+    let seen = exclusion::<0, 0, 0, 0>(3, 2, bound(2, 3));
     assert!(seen.of(Event::StackBusy) > 0, "{seen:?}");
 }
 
 #[test]
 fn anti_starvation_wakes_the_tail() {
     // MAX_PASSES = 1: a wake takes the newest waiter once, then the oldest.
-    let seen = held_then_released::<0, 0, 1, 0>(3, bound(3, 3));
+    let seen = held_then_released::<0, 0, 1, 0>(3, bound(2, 3));
     assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
 #[test]
 fn fifo_wakes_take_the_tail() {
-    let seen = held_then_released::<0, 0, 0, 0>(3, bound(3, 3));
+    let seen = held_then_released::<0, 0, 0, 0>(3, bound(2, 3));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
 }
 
 #[test]
 fn spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0, 0>(2, bound(3, 4));
+    let seen = held_then_released::<0, 1, 0, 0>(2, bound(3, 3));
     assert!(seen.spurious > 0, "{seen:?}");
-    let seen = exclusion::<0, 2, 1, 0>(3, 1, bound(2, 4));
+    let seen = exclusion::<0, 2, 1, 0>(3, 1, bound(2, 3));
     assert!(seen.spurious > 0, "{seen:?}");
 }
 
@@ -315,9 +315,9 @@ fn a_starving_sleeper_is_handed_the_lock() {
     // Every oldest sleeper starves: unlocks take the lock back and hand it
     // over, or set STARVING for the holder that took it first; spin
     // acquisitions look and set STARVING too.
-    let seen = held_then_released::<0, 0, 0, 1>(2, bound(3, 4));
+    let seen = held_then_released::<0, 0, 0, 1>(2, bound(3, 3));
     assert!(seen.of(Event::HandOff) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
-    let seen = exclusion::<0, 0, 0, 1>(3, 1, bound(2, 3));
+    let seen = exclusion::<0, 0, 0, 1>(3, 1, bound(2, 2));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::Retake) > 0, "{seen:?}");
 }
 
@@ -333,7 +333,7 @@ fn starvation_mode_entered_and_left() {
 
 #[test]
 fn hand_off_with_spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0, 1>(2, bound(3, 4));
+    let seen = held_then_released::<0, 1, 0, 1>(2, bound(3, 3));
     assert!(seen.spurious > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -341,7 +341,7 @@ fn hand_off_with_spurious_futex_returns() {
 fn fair_and_unfair_unlocks_mixed_per_thread() {
     // Each thread chooses per round: thread i unlocks fairly in round r
     // when i + r is odd.
-    let seen = explore(bound(2, 3), || {
+    let seen = explore(bound(2, 2), || {
         let g = Guarded::<0, 0, 0, 0>::new();
         let handles: Vec<_> = (1..3)
             .map(|i| thread::spawn(move || (0..2).for_each(|r| g.increment_then((i + r) % 2 == 1))))
@@ -457,7 +457,7 @@ fn retake_race<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn retake_races_a_barger_and_a_retiring_spinner() {
-    let seen = retake_race::<0>(bound(1, 2));
+    let seen = retake_race::<0>(bound(1, 1));
     assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
