@@ -593,6 +593,14 @@ impl<P: Platform> Lock<P> {
     /// Hands the lock to the oldest sleeper: unlinks it, releases the stack
     /// with LOCKED still set, and wakes it owning the lock.
     ///
+    /// The recipient learns what it got from its node (`handed_lock`,
+    /// written before the wake store), not from the word. That is what later
+    /// users of the stack need: a timed waiter that leaves the stack on a
+    /// timeout must check, under STACK_LOCKED, whether it was popped and
+    /// handed the lock (then it owns it, or must pass it on), and a condition
+    /// variable that requeues its waiters onto the stack can hand the lock
+    /// to them the same way.
+    ///
     /// # Safety
     /// We hold LOCKED and the stack, `s` (with both) is a recent value of
     /// the word, and the stack is not empty.
