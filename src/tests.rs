@@ -156,6 +156,21 @@ impl<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> Guarded<P> {
         unsafe { self.lock.unlock() };
     }
 
+    /// Like [`Guarded::increment`], with a random critical section between
+    /// the read and the write, so that a lost update shows.
+    fn increment_slowly(&self, rng: &mut Rng) {
+        self.lock.lock();
+        // SAFETY: locked above, and unlocked once here; the plain
+        // read-modify-write around the critical section loses updates
+        // without mutual exclusion.
+        unsafe {
+            let v = std::hint::black_box(*self.data.get());
+            critical_section(rng);
+            *self.data.get() = v + 1;
+            self.lock.unlock();
+        }
+    }
+
     /// The data, once every thread that touched it has been joined.
     fn value(&self) -> u64 {
         // SAFETY: the callers have joined every other thread.
@@ -253,16 +268,7 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
                 let _tally = Tally(total);
                 let mut rng = Rng::new(t as u64 + 1);
                 for _ in 0..rounds {
-                    g.lock.lock();
-                    // SAFETY: locked above, and unlocked once by its holder;
-                    // the plain read-modify-write around the critical section
-                    // loses updates without mutual exclusion.
-                    unsafe {
-                        let v = std::hint::black_box(*g.data.get());
-                        critical_section(&mut rng);
-                        *g.data.get() = v + 1;
-                        g.lock.unlock();
-                    }
+                    g.increment_slowly(&mut rng);
                     dog.progress();
                     think(&mut rng);
                 }
@@ -517,14 +523,7 @@ fn bursts<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
                 for _ in 0..bursts {
                     meet.wait();
                     for _ in 0..2 + rng.below(4) {
-                        g.lock.lock();
-                        // SAFETY: as in `contend`.
-                        unsafe {
-                            let v = std::hint::black_box(*g.data.get());
-                            critical_section(&mut rng);
-                            *g.data.get() = v + 1;
-                            g.lock.unlock();
-                        }
+                        g.increment_slowly(&mut rng);
                         dog.progress();
                     }
                 }
