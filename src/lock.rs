@@ -8,7 +8,7 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use crate::platform::{Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
 
 /// The mutex is held.
 pub(crate) const LOCKED: usize = 1;
@@ -217,6 +217,28 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self) {
+        self.wait(None);
+    }
+
+    /// Takes the lock, waiting until `deadline` at the latest: `true` if
+    /// taken. Called after a failed `try_lock`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lock_until_slow(&self, deadline: Deadline<P>) -> bool {
+        self.wait(Some(deadline))
+    }
+
+    /// The slow path of `lock` and, with a deadline, of the timed locks.
+    /// Returns whether the lock was taken (always, without a deadline).
+    ///
+    /// A timed waiter gives up only at points where it leaves no trace: before
+    /// it pushes itself (passing on SPINNING if it holds it, see `give_up`),
+    /// or after its sleep timed out and it unlinked its own node (`leave`). A
+    /// waiter that finds it was popped while leaving takes the wake that is on
+    /// its way and goes on as any woken waiter: it owns the lock if it was
+    /// handed it, and it passes on a handed SPINNING by `give_up`.
+    #[inline(always)]
+    fn wait(&self, deadline: Option<Deadline<P>>) -> bool {
         let node = Node::<P>::new();
         // A shared borrow is enough: every field the stack owner writes is a
         // cell.
@@ -240,12 +262,16 @@ impl<P: Platform> Lock<P> {
                 // moment between an unlock's release and the STARVING it did
                 // not see yet; our own unlock then hands the lock over.
                 match self.acquire_from(s, spinner) {
-                    Ok(()) => return,
+                    Ok(()) => return true,
                     Err(now) => {
                         s = now;
                         continue;
                     }
                 }
+            }
+            // Past the deadline: leave now, while we are on no stack.
+            if deadline.is_some_and(|d| P::expired(d, slept)) {
+                return self.give_up(s, spinner);
             }
             // In starvation mode the lock goes from hand to hand and is
             // never free: spinning or yielding for it is wasted.
@@ -275,7 +301,7 @@ impl<P: Platform> Lock<P> {
                             if P::look_due(started) {
                                 self.look();
                             }
-                            return;
+                            return true;
                         }
                         Err(now) => {
                             s = now;
@@ -328,7 +354,29 @@ impl<P: Platform> Lock<P> {
                 Ok(_) => {
                     P::record(Event::Parked);
                     slept = true;
-                    node.parker.park();
+                    let woken = match deadline {
+                        None => {
+                            node.parker.park();
+                            true
+                        }
+                        Some(d) => node.parker.park_until(d),
+                    };
+                    if !woken {
+                        // SAFETY: our node is (or was) on this lock's stack.
+                        if unsafe { self.leave(me) } {
+                            P::record(Event::TimedOut);
+                            return false;
+                        }
+                        // Popped before we took the stack: the popper's wake
+                        // store is on its way (a stack owner never blocks
+                        // between its pop and the wake), and our node must
+                        // live until it lands.
+                        P::record(Event::PoppedWhileLeaving);
+                        node.parker.park();
+                        if P::FAULT == Fault::LeaveKeepsWake {
+                            return false;
+                        }
+                    }
                     // SAFETY: we were popped; the waker's writes happened
                     // before its wake store, which `park` acquired.
                     let (handed_lock, handed_spin, next) = unsafe {
@@ -339,13 +387,170 @@ impl<P: Platform> Lock<P> {
                         // and the hand-over's futex store (Release, acquired
                         // by `park`) carries the previous critical section.
                         P::record(Event::HandedLock);
-                        return;
+                        return true;
                     }
                     from_tail = next.is_null();
                     spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
                     may_spin = P::SPIN != SpinPolicy::Never;
                     s = self.state.load(Relaxed);
                 }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// A timed waiter that is on no stack gives up at its deadline. If it
+    /// holds SPINNING, unlocks have skipped their wakes for it, so it must
+    /// not just vanish: it takes the lock if it is free (then it returns
+    /// `true`, the lock taken), or clears SPINNING in a CAS that sees LOCKED
+    /// set, so that the holder's unlock sees no spinner and wakes a sleeper.
+    fn give_up(&self, mut s: *mut Node<P>, spinner: bool) -> bool {
+        if !spinner {
+            return false;
+        }
+        P::record(Event::GaveUpSpinning);
+        if P::FAULT == Fault::GiveUpKeepsSpinning {
+            return false;
+        }
+        loop {
+            if s.addr() & LOCKED == 0 {
+                match self.acquire_from(s, true) {
+                    Ok(()) => return true,
+                    Err(now) => s = now,
+                }
+                continue;
+            }
+            // Relaxed: the bit is a permission, it guards no data.
+            match self.state.compare_exchange(s, s.map_addr(|a| a & !SPINNING), Relaxed, Relaxed) {
+                Ok(_) => return false,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// A timed waiter whose sleep timed out takes its node off the stack.
+    /// Returns `true` if the node was still linked (it is now unlinked and
+    /// nobody will wake it), `false` if a stack owner popped it first (its
+    /// wake is on its way: the caller must wait for it).
+    ///
+    /// It takes the stack like any stack owner. The wait for STACK_LOCKED is
+    /// bounded by what its owners do with it: they never block while they
+    /// own it, and each gives it back after a walk of the stack and a few
+    /// CASes (a pop, a look, a hand-off, another leaving waiter). Since an
+    /// unlock that finds the stack owned leaves its wake to the owner, we
+    /// give the stack back as `release_after_leave` says.
+    ///
+    /// # Safety
+    /// `me` is the caller's node, pushed onto this lock's stack since it was
+    /// last popped.
+    #[cold]
+    unsafe fn leave(&self, me: *mut Node<P>) -> bool {
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if P::FAULT == Fault::UnlinkWithoutStackLock {
+                break;
+            }
+            if s.addr() & STACK_LOCKED != 0 {
+                P::wait_for_stack();
+                s = self.state.load(Relaxed);
+                continue;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
+        }
+        s = s.map_addr(|a| a | STACK_LOCKED);
+        let linked = loop {
+            let top = head(s);
+            if top.is_null() {
+                break false;
+            }
+            // SAFETY: we own the stack: its nodes stay linked and their
+            // threads blocked (or, like us, waiting for the stack) until a
+            // stack owner unlinks them, and we alone write links.
+            unsafe {
+                // The walk leaves `prev` valid from the top down to the tail
+                // and the tail cached in the top, so the stack is a plain
+                // doubly linked list from here on.
+                let tail = find_tail(top);
+                let mut cur = top;
+                while !cur.is_null() && cur != me {
+                    cur = (*cur).next.get();
+                }
+                if cur.is_null() {
+                    break false;
+                }
+                let next = (*me).next.get();
+                if me != top {
+                    let newer = (*me).prev.get();
+                    (*newer).next.set(next);
+                    if next.is_null() {
+                        (*top).tail.set(newer);
+                    } else {
+                        (*next).prev.set(newer);
+                    }
+                    break true;
+                }
+                // We are the top: the word must point past us.
+                if !next.is_null() {
+                    (*next).tail.set(tail);
+                }
+                let mut f = flags(s);
+                if next.is_null() {
+                    // STARVING is only ever set with sleepers.
+                    f &= !STARVING;
+                }
+                // Success Relaxed: we keep the stack, and give it back with
+                // Release below. Failure Acquire: nodes were pushed on top of
+                // us, and the retry walks them.
+                match self.state.compare_exchange(s, with_flags(next, f), Relaxed, Acquire) {
+                    Ok(_) => {
+                        s = with_flags(next, f);
+                        break true;
+                    }
+                    // `next` keeps the tail we gave it: walks stop at our
+                    // node, which caches it too, and after our unlink at
+                    // the top, which the retry's walk makes cache it.
+                    Err(now) => s = now,
+                }
+            }
+        };
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
+        linked
+    }
+
+    /// Gives back the stack that `leave` took. Unlocks that found it owned
+    /// meanwhile left their wakes to us, so we decide as the unlock slow
+    /// path would on the current word: with sleepers, the lock free and
+    /// nobody spinning (or STARVING), we serve the oldest sleeper;
+    /// otherwise the holder's unlock, or the spinner, will see the stack.
+    ///
+    /// # Safety
+    /// We own the stack, `s` (with STACK_LOCKED) is a recent value of the
+    /// word, and we do not hold LOCKED.
+    unsafe fn release_after_leave(&self, mut s: *mut Node<P>) {
+        loop {
+            if !head(s).is_null()
+                && s.addr() & LOCKED == 0
+                && s.addr() & (SPINNING | STARVING) != SPINNING
+            {
+                // SAFETY: as for this function, and the stack is not empty.
+                return unsafe { self.serve(s) };
+            }
+            let mut f = flags(s) & !STACK_LOCKED;
+            if head(s).is_null() {
+                f &= !STARVING;
+            }
+            // Release: our link edits, for the next stack owner. Failure
+            // Acquire: the word changed (a push, an unlock), and the next
+            // round may serve, walking nodes pushed meanwhile.
+            match self.state.compare_exchange(s, with_flags(s, f), Release, Acquire) {
+                Ok(_) => return,
                 Err(now) => s = now,
             }
         }

@@ -45,6 +45,8 @@ impl Seen {
 struct Steer {
     judgements: usize,
     pauser: Option<(thread::ThreadId, &'static Notify)>,
+    /// How many more timed futex waits time out instead of blocking.
+    timeouts: usize,
 }
 
 thread_local! {
@@ -91,6 +93,24 @@ pub(crate) fn starving(rule: u8) -> bool {
     }
 }
 
+/// Whether a timed futex wait that would block times out instead: yes
+/// while the execution's budget (`allow_timeouts`) lasts. Where in the
+/// schedule that happens is loom's choice, like any other step: the
+/// timeout can land before, during or after a wake aimed at the waiter.
+pub(crate) fn take_timeout() -> bool {
+    STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        let take = s.timeouts > 0;
+        s.timeouts -= usize::from(take);
+        take
+    })
+}
+
+/// Lets `n` timed waits of this execution time out (see `take_timeout`).
+fn allow_timeouts(n: usize) {
+    STEER.with(|s| s.borrow_mut().timeouts = n);
+}
+
 /// Makes the current thread's first starvation judgement wait for `go`.
 fn pause_first_judgement_until(go: &'static Notify) {
     STEER.with(|s| s.borrow_mut().pauser = Some((thread::current().id(), go)));
@@ -135,6 +155,24 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
                 self.lock.unlock();
             }
         }
+    }
+
+    /// Increments if it gets the lock by its deadline (in the model, its
+    /// first sleep), unlocking fairly if `fair`; returns whether it did.
+    fn increment_timed(&self, fair: bool) -> bool {
+        if !(self.lock.try_lock() || self.lock.lock_until_slow(())) {
+            return false;
+        }
+        self.add_one_locked();
+        // SAFETY: locked just above.
+        unsafe {
+            if fair {
+                self.lock.unlock_fair();
+            } else {
+                self.lock.unlock();
+            }
+        }
+        true
     }
 
     /// Adds one to the data; the caller holds the lock.
@@ -595,4 +633,159 @@ fn broken_retake_is_relaxed() {
 #[should_panic(expected = "Causality violation")]
 fn broken_unlink_of_the_oldest_is_relaxed() {
     unlink_then_third_owner::<10>(bound(1, 1));
+}
+
+// Timed waiters (`RawMutexTimed`). In the model every deadline falls during
+// the waiter's first sleep, and a timed sleep that would block times out
+// while the execution's budget lasts (`allow_timeouts`), at whatever point
+// loom schedules it: before, during or after a wake aimed at it.
+
+/// The main thread holds the lock while a timed waiter goes to sleep, then
+/// unlocks: the unlock's wake (or, if every sleeper starves, its hand-off)
+/// races the waiter's timeout. At the end the word must be clear: whoever
+/// left, left no trace (no node, no SPINNING, no STARVING).
+fn timeout_races_a_wake<const F: u8, const S: usize, const R: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, S, 0, R>::new();
+        allow_timeouts(1);
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        g.lock.lock();
+        let w = thread::spawn(move || {
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+            done.store(true, Relaxed);
+        });
+        // Until it sleeps, or has already timed out and left.
+        g.wait_for(|w| w & !FLAGS != 0 || done.load(Relaxed));
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        w.join().unwrap();
+        assert_eq!(g.value(), won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn timeout_races_a_wake_of_the_same_node() {
+    let seen = timeout_races_a_wake::<0, 0, 0>(bound(3, 4));
+    assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::PoppedWhileLeaving) > 0, "{seen:?}");
+}
+
+#[test]
+fn timeout_races_a_hand_off_to_the_same_node() {
+    let seen = timeout_races_a_wake::<0, 0, 1>(bound(3, 4));
+    assert!(
+        seen.of(Event::TimedOut) > 0
+            && seen.of(Event::PoppedWhileLeaving) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn timeout_after_a_spurious_futex_return() {
+    let seen = timeout_races_a_wake::<0, 1, 0>(bound(3, 4));
+    assert!(seen.spurious > 0 && seen.of(Event::TimedOut) > 0, "{seen:?}");
+}
+
+thread_local! {
+    /// Set when both timed waiters of `two_timeouts` left the stack in one
+    /// execution.
+    static BOTH_LEFT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Two timed waiters sleep while the main thread holds the lock; both time
+/// out while the main thread's unlock walks the stack to wake the oldest.
+fn two_timeouts<const F: u8>(bound: Bound) -> Seen {
+    BOTH_LEFT.set(false);
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let done: &'static [AtomicBool; 2] =
+            Box::leak(Box::new([AtomicBool::new(false), AtomicBool::new(false)]));
+        allow_timeouts(2);
+        g.lock.lock();
+        let timed = move |i: usize| {
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+            done[i].store(true, Relaxed);
+        };
+        let a = thread::spawn(move || timed(0));
+        // Until each sleeps, or has already timed out and left.
+        g.wait_for(|w| w & !FLAGS != 0 || done[0].load(Relaxed));
+        let a_node = g.word() & !FLAGS;
+        let b = thread::spawn(move || timed(1));
+        g.wait_for(|w| (w & !FLAGS != 0 && w & !FLAGS != a_node) || done[1].load(Relaxed));
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(g.value(), won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+        if won.load(Relaxed) == 0 {
+            BOTH_LEFT.set(true);
+        }
+    })
+}
+
+#[test]
+fn two_waiters_time_out_while_an_unlocker_walks_the_stack() {
+    let seen = two_timeouts::<0>(bound(1, 2));
+    assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+    assert!(BOTH_LEFT.get(), "no execution where both timed waiters left: {seen:?}");
+}
+
+/// A timed waiter sleeps below an untimed one; the unlock wakes it (the
+/// oldest) with SPINNING, the main thread takes the lock again, and the
+/// timed waiter, past its deadline, must pass SPINNING on, or the untimed
+/// sleeper is never woken.
+fn timed_spinner_gives_up<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        g.lock.lock();
+        let w = thread::spawn(move || {
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        let w_node = g.word() & !FLAGS;
+        let s = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != w_node);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        g.increment();
+        w.join().unwrap();
+        s.join().unwrap();
+        assert_eq!(g.value(), 2 + won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn a_timed_out_waiter_passes_on_the_handed_spinning_bit() {
+    let seen = timed_spinner_gives_up::<0>(bound(2, 3));
+    assert!(seen.of(Event::GaveUpSpinning) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_timed_out_waiter_keeps_the_lock_it_was_handed() {
+    timeout_races_a_wake::<11, 0, 1>(bound(3, 3));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_timed_out_waiter_unlinks_without_the_stack_lock() {
+    two_timeouts::<12>(bound(2, 2));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_timed_out_waiter_keeps_the_spinning_bit() {
+    timed_spinner_gives_up::<13>(bound(2, 2));
 }

@@ -111,6 +111,52 @@ macro_rules! raw_mutex {
                 unsafe { self.lock.bump() }
             }
         }
+
+        // SAFETY: `try_lock_for` and `try_lock_until` return a guard only
+        // once this context holds LOCKED (taken by its own RMW, or handed to
+        // it by an unlock that kept it set), exactly as `lock` does.
+        unsafe impl lock_api::RawMutexTimed for $name {
+            type Duration = std::time::Duration;
+            type Instant = std::time::Instant;
+
+            /// Takes the lock, waiting at most `timeout`.
+            ///
+            /// `Duration::ZERO` is one attempt, as `try_lock`. A timeout too
+            /// large for an `Instant` (e.g. `Duration::MAX`) waits as `lock`
+            /// does. Returns `None` only once the deadline has passed; how
+            /// long after it is in the crate documentation ("Timed
+            /// locking").
+            #[inline]
+            fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
+                if self.lock.try_lock() {
+                    return Some(lock_api::GuardSend::new());
+                }
+                if timeout.is_zero() {
+                    return None;
+                }
+                match std::time::Instant::now().checked_add(timeout) {
+                    Some(deadline) => self.lock.lock_until_slow(deadline),
+                    None => {
+                        self.lock.lock();
+                        true
+                    }
+                }
+                .then(lock_api::GuardSend::new)
+            }
+
+            /// Takes the lock, waiting until `deadline` at the latest. A
+            /// deadline in the past is one attempt, as `try_lock`.
+            #[inline]
+            fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
+                if self.lock.try_lock() {
+                    return Some(lock_api::GuardSend::new());
+                }
+                if std::time::Instant::now() >= deadline {
+                    return None;
+                }
+                self.lock.lock_until_slow(deadline).then(lock_api::GuardSend::new)
+            }
+        }
     };
 }
 #[cfg(feature = "bench-ablations")]

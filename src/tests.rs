@@ -492,6 +492,12 @@ impl<K: Parker> Parker for Dawdle<K> {
         self.0.park();
     }
 
+    type Deadline = K::Deadline;
+
+    fn park_until(&self, deadline: K::Deadline) -> bool {
+        self.0.park_until(deadline)
+    }
+
     unsafe fn unpark(this: *const Self) {
         // SAFETY: forwarded from the caller; `Dawdle` is a transparent
         // wrapper, so the inner parker lives exactly as long as `this`.

@@ -1,6 +1,8 @@
 //! Linux futex parker: one 32-bit futex word per waiter node.
 
+use core::ptr;
 use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::time::Instant;
 
 use super::Parker;
 
@@ -35,6 +37,32 @@ impl Parker for FutexParker {
         }
     }
 
+    type Deadline = Instant;
+
+    fn park_until(&self, deadline: Instant) -> bool {
+        // The kernel takes an absolute CLOCK_MONOTONIC deadline, so a signal
+        // (EINTR) or a spurious return followed by another wait does not
+        // stretch the wait. `Instant` is CLOCK_MONOTONIC on Linux too, but
+        // opaque, so the deadline is carried over as "now + what is left",
+        // reading `Instant` before the kernel's clock: the result is at or
+        // after `deadline`, never before it.
+        let Some(abs) = monotonic_after(deadline.saturating_duration_since(Instant::now())) else {
+            // Beyond what a timespec holds: no deadline at all.
+            self.park();
+            return true;
+        };
+        // Acquire: as in `park`.
+        while self.word.load(Acquire) == PARKED {
+            if futex_wait_until(&self.word, PARKED, &abs) == Some(libc::ETIMEDOUT) {
+                // A wake may have landed after the kernel gave up.
+                return self.word.load(Acquire) != PARKED;
+            }
+            // 0 (woken, maybe spuriously), EAGAIN (the word changed), EINTR
+            // (a signal): the loop re-checks the word.
+        }
+        true
+    }
+
     unsafe fn unpark(this: *const Self) {
         // SAFETY: the caller guarantees `this` is live until the store below.
         let word: *const AtomicU32 = unsafe { &raw const (*this).word };
@@ -60,9 +88,46 @@ fn futex_wait(word: &AtomicU32, expected: u32) {
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            core::ptr::null::<libc::timespec>(),
+            ptr::null::<libc::timespec>(),
         );
     }
+}
+
+/// CLOCK_MONOTONIC now plus `left`, or `None` if that does not fit.
+fn monotonic_after(left: std::time::Duration) -> Option<libc::timespec> {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let secs = libc::time_t::try_from(left.as_secs()).ok()?;
+    let mut tv_sec = now.tv_sec.checked_add(secs)?;
+    // Below 2 * 10^9, which fits a 32-bit c_long too.
+    let mut tv_nsec = now.tv_nsec + left.subsec_nanos() as libc::c_long;
+    if tv_nsec >= 1_000_000_000 {
+        tv_nsec -= 1_000_000_000;
+        tv_sec = tv_sec.checked_add(1)?;
+    }
+    Some(libc::timespec { tv_sec, tv_nsec })
+}
+
+/// FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC deadline. Returns the
+/// error number if the call failed.
+fn futex_wait_until(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> Option<i32> {
+    // SAFETY: FUTEX_WAIT_BITSET on a live, aligned u32, with a valid
+    // timespec; with this operation the kernel reads the timeout as an
+    // absolute CLOCK_MONOTONIC time (no FUTEX_CLOCK_REALTIME).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ptr::from_ref(deadline),
+            ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+    if r == 0 { None } else { Some(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) }
 }
 
 fn futex_wake(word: *const AtomicU32) {

@@ -46,7 +46,10 @@ pub(crate) const fn fault(n: u8) -> Fault {
         7 => Fault::HandOffClearsLocked,
         8 => Fault::IgnoreHandedLock,
         9 => Fault::RelaxedRetake,
-        _ => Fault::RelaxedUnlink,
+        10 => Fault::RelaxedUnlink,
+        11 => Fault::LeaveKeepsWake,
+        12 => Fault::UnlinkWithoutStackLock,
+        _ => Fault::GiveUpKeepsSpinning,
     }
 }
 
@@ -92,6 +95,10 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     }
     fn spin_deadline() -> (u64, u64) {
         (0, 0)
+    }
+    fn expired(_deadline: (), slept: bool) -> bool {
+        // Every deadline falls during the waiter's first sleep.
+        slept
     }
     fn look_due(_now: u64) -> bool {
         FAIR != 0
@@ -192,6 +199,20 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
             futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
         }
     }
+    /// The model has no clock: see [`crate::model::take_timeout`] for when
+    /// a timed wait gives up.
+    type Deadline = ();
+
+    fn park_until(&self, _deadline: ()) -> bool {
+        while self.word.load(Ordering::Acquire) == PARKED {
+            if futex_wait_timed(&self.word, PARKED, SPURIOUS) {
+                // As the kernel: a wake may have landed after the timeout.
+                return self.word.load(Ordering::Acquire) != PARKED;
+            }
+        }
+        true
+    }
+
     unsafe fn unpark(this: *const Self) {
         // SAFETY: live until the store, as the trait requires.
         let word = unsafe { &raw const (*this).word };
@@ -221,16 +242,37 @@ loom::lazy_static! {
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, spurious: usize, no_compare: bool) {
+    futex_wait_inner(word, expected, spurious, no_compare, false);
+}
+
+/// A wait with a deadline: returns `true` if it timed out. It times out
+/// instead of blocking while the model's budget of timeouts lasts
+/// ([`crate::model::take_timeout`]), wherever the schedule puts it; a wait
+/// that would not block (the word changed, a spurious return) does not.
+fn futex_wait_timed(word: &AtomicU32, expected: u32, spurious: usize) -> bool {
+    futex_wait_inner(word, expected, spurious, false, true)
+}
+
+fn futex_wait_inner(
+    word: &AtomicU32,
+    expected: u32,
+    spurious: usize,
+    no_compare: bool,
+    timed: bool,
+) -> bool {
     let mut t = FUTEXES.table.lock().unwrap();
     // Relaxed: the table lock orders this load after any waker's store that
     // precedes its wake (which takes the same lock).
     if !no_compare && word.load(Ordering::Relaxed) != expected {
-        return;
+        return false;
     }
     if t.spurious_used < spurious {
         t.spurious_used += 1;
         crate::model::record_spurious();
-        return;
+        return false;
+    }
+    if timed && crate::model::take_timeout() {
+        return true;
     }
     let id = t.next_id;
     t.next_id += 1;
@@ -239,7 +281,7 @@ fn futex_wait(word: &AtomicU32, expected: u32, spurious: usize, no_compare: bool
         t = FUTEXES.changed.wait(t).unwrap();
         if let Some(i) = t.released.iter().position(|&r| r == id) {
             t.released.swap_remove(i);
-            return;
+            return false;
         }
     }
 }

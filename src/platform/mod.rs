@@ -69,6 +69,15 @@ pub(crate) enum Fault {
     /// The CAS that unlinks the oldest of several waiters is Relaxed, so the
     /// next stack owner reads the link edits unsynchronised.
     RelaxedUnlink,
+    /// A timed-out waiter that finds it was popped while leaving takes the
+    /// wake but returns without passing on what came with it (the lock or
+    /// SPINNING).
+    LeaveKeepsWake,
+    /// A timed-out waiter unlinks its node without owning the stack.
+    UnlinkWithoutStackLock,
+    /// A timed waiter past its deadline gives up without passing on the
+    /// SPINNING bit it holds.
+    GiveUpKeepsSpinning,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -125,7 +134,19 @@ pub(crate) trait Parker {
     /// makes its wake store, so implementations must not touch it after that
     /// store.
     unsafe fn unpark(this: *const Self);
+    /// A point in time a timed wait gives up at.
+    type Deadline: Copy;
+    /// Like [`Parker::park`], but gives up at `deadline`. Returns `true`
+    /// if unparked (with the same Acquire as `park`), `false` if the
+    /// deadline came first. After `false` the parker is still armed: an
+    /// unparker that popped the node just before may still wake it, and the
+    /// caller must find out (see `Lock::leave`) before its node goes away.
+    /// Never returns `false` before the deadline.
+    fn park_until(&self, deadline: Self::Deadline) -> bool;
 }
+
+/// The deadline type of a platform's parker.
+pub(crate) type Deadline<P> = <<P as Platform>::Parker as Parker>::Deadline;
 
 /// Everything the algorithm needs from the machine.
 pub(crate) trait Platform: Sized + 'static {
@@ -174,6 +195,11 @@ pub(crate) trait Platform: Sized + 'static {
     fn starving(_since: u64) -> bool {
         false
     }
+    /// Whether `deadline` has passed, for a waiter that has (`slept`) or
+    /// has not yet slept in this `lock` call. The native platforms read the
+    /// clock and ignore `slept`; the model lets every deadline fall during
+    /// the waiter's first sleep, so the paths before it stay untimed.
+    fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
@@ -211,8 +237,17 @@ pub(crate) enum Event {
     HandedLock,
     /// `unlock_fair` found nobody to hand over to.
     FairUnlockEmpty,
+    /// A timed waiter's deadline passed while it slept, and it unlinked its
+    /// node from the stack.
+    TimedOut,
+    /// A timed waiter's deadline passed while it slept, but a stack owner
+    /// had already popped it: it took the wake that was on its way.
+    PoppedWhileLeaving,
+    /// A timed waiter's deadline passed while it held SPINNING, and it
+    /// gave the bit up (or took the lock, which was free).
+    GaveUpSpinning,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::FairUnlockEmpty as usize + 1;
+pub(crate) const EVENTS: usize = Event::GaveUpSpinning as usize + 1;

@@ -49,8 +49,8 @@ std::thread_local! {
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
 
-impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
-    for NativeWith<K, SPIN, MAX_PASSES>
+impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const MAX_PASSES: u32>
+    Platform for NativeWith<K, SPIN, MAX_PASSES>
 {
     type State = AtomicPtr<crate::lock::Node<Self>>;
     type Cell<T: Copy> = PlainCell<T>;
@@ -108,6 +108,10 @@ impl<K: Parker + 'static, const SPIN: u8, const MAX_PASSES: u32> Platform
     #[inline]
     fn starving(since: u64) -> bool {
         arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(arch::STARVING_NS)
+    }
+    #[inline]
+    fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
+        std::time::Instant::now() >= deadline
     }
     #[cfg(test)]
     #[inline(always)]

@@ -4,6 +4,7 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::thread::{self, Thread};
+use std::time::Instant;
 
 use super::Parker;
 
@@ -40,6 +41,21 @@ impl Parker for ThreadParker {
         while self.word.load(Acquire) == PARKED {
             thread::park();
         }
+    }
+
+    type Deadline = Instant;
+
+    fn park_until(&self, deadline: Instant) -> bool {
+        // Acquire: as in `park`. `park_timeout` may return early (spuriously
+        // or on a stale token); the loop re-checks the word and the clock.
+        while self.word.load(Acquire) == PARKED {
+            let now = Instant::now();
+            if now >= deadline {
+                return self.word.load(Acquire) != PARKED;
+            }
+            thread::park_timeout(deadline - now);
+        }
+        true
     }
 
     unsafe fn unpark(this: *const Self) {
