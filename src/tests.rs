@@ -171,6 +171,25 @@ impl<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> Guarded<P> {
         }
     }
 
+    /// Like [`Guarded::increment_slowly`], but gives up at `deadline`;
+    /// returns whether it incremented.
+    fn increment_slowly_until(&self, rng: &mut Rng, deadline: Instant) -> bool
+    where
+        P::Parker: Parker<Deadline = Instant>,
+    {
+        if !(self.lock.try_lock() || self.lock.lock_until_slow(deadline)) {
+            return false;
+        }
+        // SAFETY: as in `increment_slowly`.
+        unsafe {
+            let v = std::hint::black_box(*self.data.get());
+            critical_section(rng);
+            *self.data.get() = v + 1;
+            self.lock.unlock();
+        }
+        true
+    }
+
     /// The data, once every thread that touched it has been joined.
     fn value(&self) -> u64 {
         // SAFETY: the callers have joined every other thread.
@@ -330,6 +349,127 @@ fn contend_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
         }
     }
     total
+}
+
+/// As [`contend`], but half the acquisitions (or all) are timed, with deadlines
+/// from 1 to 64 µs away: many expire while their waiters sleep, some while
+/// a wake or a hand-off is on its way to them, some while they spin.
+fn contend_timed<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+    rounds: u64,
+    all_timed: bool,
+) -> Events
+where
+    P::Parker: Parker<Deadline = Instant>,
+{
+    let g = Guarded::<P>::new();
+    let total = Mutex::new(Events::default());
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let dog = Watchdog::start(name);
+    let start = Instant::now();
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (g, total, dog, done) = (&g, &total, &dog, &done);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 101);
+                let mut mine = 0;
+                for _ in 0..rounds {
+                    if !all_timed && rng.below(2) == 0 {
+                        g.increment_slowly(&mut rng);
+                        mine += 1;
+                    } else {
+                        let wait = Duration::from_micros(1 + rng.below(64));
+                        let asked = Instant::now();
+                        if g.increment_slowly_until(&mut rng, asked + wait) {
+                            mine += 1;
+                        } else {
+                            assert!(asked.elapsed() >= wait, "a timed lock gave up early");
+                        }
+                    }
+                    dog.progress();
+                    think(&mut rng);
+                }
+                done.fetch_add(mine, Relaxed);
+            });
+        }
+    });
+    assert_eq!(g.value(), done.into_inner(), "lost updates: mutual exclusion failed");
+    assert_eq!(g.word(), 0, "lock left dirty");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
+    events
+}
+
+/// What a timed contended run fell short of: waiters must have timed out
+/// asleep and left the stack, found themselves popped while leaving, and
+/// given up a handed SPINNING bit.
+fn timed_shortfall(events: &Events, need_popped: bool) -> Vec<&'static str> {
+    let mut short = Vec::new();
+    if events.get(Event::TimedOut) < MIN_EVENTS {
+        short.push("TimedOut");
+    }
+    if need_popped && events.get(Event::PoppedWhileLeaving) < 50 {
+        short.push("PoppedWhileLeaving");
+    }
+    if events.get(Event::GaveUpSpinning) < 10 {
+        short.push("GaveUpSpinning");
+    }
+    short
+}
+
+/// Runs [`contend_timed`] until [`timed_shortfall`] finds nothing missing.
+fn contend_timed_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    need_popped: bool,
+) -> Events
+where
+    P::Parker: Parker<Deadline = Instant>,
+{
+    let mut total = Events::default();
+    for batch in 1..=MAX_BATCHES {
+        total.add(&contend_timed::<P>(name, THREADS, ROUNDS, need_popped));
+        if cfg!(miri) {
+            break;
+        }
+        let missing = timed_shortfall(&total, need_popped);
+        assert!(
+            missing.is_empty() || batch < MAX_BATCHES,
+            "{batch} runs fell short of {missing:?}: {total:?}"
+        );
+        if missing.is_empty() {
+            break;
+        }
+    }
+    total
+}
+
+#[test]
+fn contended_timed_futex_parker() {
+    contend_timed_until::<Native>("contended_timed_futex_parker", false);
+}
+
+#[test]
+fn contended_timed_portable_parker() {
+    contend_timed_until::<ThreadPark>("contended_timed_portable_parker", false);
+}
+
+/// A timed-out waiter is popped before it can leave: rare with a prompt
+/// parker (the window is the few instructions between the kernel's timeout
+/// and the waiter's CAS on the stack lock), so a parker that dawdles after
+/// its timeouts makes it common. Every acquisition is timed, so that the
+/// oldest sleeper, the one a wake pops, is a timed one.
+#[test]
+fn timed_waiters_popped_while_leaving() {
+    contend_timed_until::<NativeWith<Dawdle<OsParker>, SPIN_ONE, 0>>(
+        "timed_waiters_popped_while_leaving_os",
+        true,
+    );
+    contend_timed_until::<NativeWith<Dawdle<ThreadParker>, SPIN_ONE, 0>>(
+        "timed_waiters_popped_while_leaving_portable",
+        true,
+    );
 }
 
 #[test]
@@ -494,8 +634,15 @@ impl<K: Parker> Parker for Dawdle<K> {
 
     type Deadline = K::Deadline;
 
+    /// Dawdles after a timeout too, before the waiter takes the stack to
+    /// leave it: a wide window for an unlocker to pop it meanwhile.
     fn park_until(&self, deadline: K::Deadline) -> bool {
-        self.0.park_until(deadline)
+        let woken = self.0.park_until(deadline);
+        if !woken {
+            thread::yield_now();
+            spin_for_ns(DAWDLE_RNG.with_borrow_mut(|r| r.below(20_000)));
+        }
+        woken
     }
 
     unsafe fn unpark(this: *const Self) {
