@@ -1,11 +1,14 @@
 //! Torture test through the public API: 64 threads for a bounded time, with
 //! random critical sections and think times (none, short, longer than the
 //! spinner's 2 µs budget, sleeps), and a random mix of `lock`, `try_lock`,
+//! `try_lock_for` and `try_lock_until` (timeouts from zero to 2 ms),
 //! `MutexGuard::unlock_fair`, `MutexGuard::bump` and panics inside the guard.
 //!
 //! It checks mutual exclusion on plain (non-atomic) data, that no update is
-//! lost, that the lock is free at the end, and that no single `lock()` call
-//! waited longer than a generous bound, and prints the longest wait. Waits in
+//! lost, that the lock is free at the end, that no single `lock()` call
+//! waited longer than a generous bound, and that no timed attempt gave up
+//! before its deadline or more than that bound after it; it prints the
+//! longest wait and the timed attempts' slack. Waits in
 //! progress count too, and the run goes on past its deadline while a wait
 //! that began before it lasts, so a thread starved until the others stop
 //! fails the test. A watchdog fails the test instead of letting a lost
@@ -24,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Rng, Watchdog};
-use lock_api::{GuardSend, Mutex, MutexGuard, RawMutex, RawMutexFair};
+use lock_api::{GuardSend, Mutex, MutexGuard, RawMutex, RawMutexFair, RawMutexTimed};
 
 /// The longest a single `lock()` may wait, unless the environment says
 /// otherwise. A healthy lock on an oversubscribed 2-core machine, with
@@ -48,6 +51,13 @@ const WAIT_BUCKETS_MS: [u64; 3] = [10, 100, 1_000];
 struct Pair {
     a: u64,
     b: u64,
+}
+
+/// What the torture needs of a mutex: the fair and the timed operations.
+trait Tortured: RawMutexFair + RawMutexTimed<Duration = Duration, Instant = Instant> + Sync {}
+impl<R> Tortured for R where
+    R: RawMutexFair + RawMutexTimed<Duration = Duration, Instant = Instant> + Sync
+{
 }
 
 /// The payload of the panics the torture raises on purpose.
@@ -98,6 +108,13 @@ struct Report {
     locks: u64,
     try_locks: u64,
     try_lock_misses: u64,
+    /// Timed attempts (`try_lock_for`, `try_lock_until`), those that timed
+    /// out, and those that returned `None` before their deadline.
+    timed: u64,
+    timed_out: u64,
+    early: u64,
+    /// The longest a timed attempt returned after its deadline.
+    max_slack: Duration,
     unlock_fairs: u64,
     bumps: u64,
     panics: u64,
@@ -119,13 +136,17 @@ impl std::fmt::Display for Report {
         writeln!(
             f,
             "  {} lock ({} unlock_fair, {} bump, {} panics inside the guard), \
-             {} try_lock ({} missed)",
+             {} try_lock ({} missed), {} timed ({} timed out, {} early; slack up to {:.2?})",
             self.locks,
             self.unlock_fairs,
             self.bumps,
             self.panics,
             self.try_locks,
-            self.try_lock_misses
+            self.try_lock_misses,
+            self.timed,
+            self.timed_out,
+            self.early,
+            self.max_slack,
         )?;
         writeln!(
             f,
@@ -142,7 +163,8 @@ impl std::fmt::Display for Report {
 
 impl Report {
     /// Every property the torture checks, with `bound` the longest allowed
-    /// single wait.
+    /// single wait, and the longest a timed attempt may return after its
+    /// deadline.
     fn check(&self, bound: Duration) -> Result<(), String> {
         let mut errors = Vec::new();
         if self.torn > 0 {
@@ -163,6 +185,16 @@ impl Report {
                 self.max_wait
             ));
         }
+        if self.early > 0 {
+            errors
+                .push(format!("{} timed attempts returned None before their deadline", self.early));
+        }
+        if self.max_slack > bound {
+            errors.push(format!(
+                "a timed attempt returned {:?} after its deadline, over the {bound:?} bound",
+                self.max_slack
+            ));
+        }
         if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
     }
 }
@@ -173,6 +205,10 @@ struct Tally {
     locks: AtomicU64,
     try_locks: AtomicU64,
     try_lock_misses: AtomicU64,
+    timed: AtomicU64,
+    timed_out: AtomicU64,
+    early: AtomicU64,
+    max_slack_ns: AtomicU64,
     unlock_fairs: AtomicU64,
     bumps: AtomicU64,
     panics: AtomicU64,
@@ -202,7 +238,7 @@ fn section(p: &mut Pair, rng: &mut Rng) -> bool {
 /// while a wait that began before the deadline lasts and has not exceeded
 /// `bound`: a thread starved until the others stop is caught, however close
 /// to the deadline its wait began.
-fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration, bound: Duration) -> Report {
+fn torture<R: Tortured>(threads: usize, duration: Duration, bound: Duration) -> Report {
     quiet_deliberate_panics();
     let m = Mutex::<R, Pair>::new(Pair::default());
     let t = Tally::default();
@@ -249,6 +285,10 @@ fn torture<R: RawMutexFair + Sync>(threads: usize, duration: Duration, bound: Du
         locks: t.locks.into_inner(),
         try_locks: t.try_locks.into_inner(),
         try_lock_misses: t.try_lock_misses.into_inner(),
+        timed: t.timed.into_inner(),
+        timed_out: t.timed_out.into_inner(),
+        early: t.early.into_inner(),
+        max_slack: Duration::from_nanos(t.max_slack_ns.into_inner()),
         unlock_fairs: t.unlock_fairs.into_inner(),
         bumps: t.bumps.into_inner(),
         panics: t.panics.into_inner(),
@@ -272,7 +312,7 @@ struct Worker<'a, R: RawMutexFair> {
     start: Instant,
 }
 
-impl<R: RawMutexFair + Sync> Worker<'_, R> {
+impl<R: Tortured> Worker<'_, R> {
     /// `lock()`, timed.
     fn lock(&self) -> MutexGuard<'_, R, Pair> {
         let began = Instant::now();
@@ -320,12 +360,39 @@ impl<R: RawMutexFair + Sync> Worker<'_, R> {
                     tally(section(&mut g, &mut rng));
                 }
                 // try_lock.
-                75..95 => {
+                75..85 => {
                     t.try_locks.fetch_add(1, Relaxed);
                     match m.try_lock() {
                         Some(mut g) => tally(section(&mut g, &mut rng)),
                         None => {
                             t.try_lock_misses.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+                // A timed attempt, a quarter of them `try_lock_until`.
+                85..95 => {
+                    t.timed.fetch_add(1, Relaxed);
+                    let d = match rng.below(8) {
+                        0 => Duration::ZERO,
+                        1..5 => Duration::from_micros(1 + rng.below(100)),
+                        _ => Duration::from_micros(100 + rng.below(1_900)),
+                    };
+                    let start = Instant::now();
+                    let deadline = start + d;
+                    let g =
+                        if rng.one_in(4) { m.try_lock_until(deadline) } else { m.try_lock_for(d) };
+                    match g {
+                        Some(mut g) => tally(section(&mut g, &mut rng)),
+                        None => {
+                            t.timed_out.fetch_add(1, Relaxed);
+                            match Instant::now().checked_duration_since(deadline) {
+                                Some(late) => {
+                                    t.max_slack_ns.fetch_max(late.as_nanos() as u64, Relaxed);
+                                }
+                                None => {
+                                    t.early.fetch_add(1, Relaxed);
+                                }
+                            }
                         }
                     }
                 }
@@ -362,9 +429,18 @@ fn torture_64_threads() {
         panic!("torture failed: {e}\n{report}");
     }
     if !cfg!(miri) {
-        // Each operation of the mix really ran.
-        let ran =
-            [report.locks, report.try_locks, report.unlock_fairs, report.bumps, report.panics];
+        // Each operation of the mix really ran, and timed attempts both
+        // took the lock and timed out.
+        let ran = [
+            report.locks,
+            report.try_locks,
+            report.timed,
+            report.timed_out,
+            report.timed - report.timed_out,
+            report.unlock_fairs,
+            report.bumps,
+            report.panics,
+        ];
         assert!(ran.iter().all(|&n| n > 0), "{report}");
     }
 }
@@ -386,6 +462,15 @@ fn the_check_fails_on_torn_or_lost_updates_and_a_leaked_lock() {
     assert!(lost.check(Duration::MAX).unwrap_err().contains("lost updates"));
     let leaked = Report { locked_at_end: true, ..Report::default() };
     assert!(leaked.check(Duration::MAX).unwrap_err().contains("still locked"));
+}
+
+#[test]
+fn the_check_fails_on_an_early_or_late_timeout() {
+    let early = Report { early: 1, ..Report::default() };
+    assert!(early.check(Duration::MAX).unwrap_err().contains("before their deadline"));
+    let late = Report { max_slack: Duration::from_secs(3), ..Report::default() };
+    let e = late.check(Duration::from_secs(2)).unwrap_err();
+    assert!(e.contains("returned 3s after its deadline"), "{e}");
 }
 
 /// A raw mutex that excludes nobody: the negative control of the exclusion
@@ -418,6 +503,18 @@ unsafe impl RawMutexFair for NoExclusion {
     unsafe fn unlock_fair(&self, guard: GuardSend) {
         // SAFETY: forwarded from the caller.
         unsafe { self.unlock(guard) }
+    }
+}
+
+// SAFETY: as above.
+unsafe impl RawMutexTimed for NoExclusion {
+    type Duration = Duration;
+    type Instant = Instant;
+    fn try_lock_for(&self, _: Duration) -> Option<GuardSend> {
+        Some(self.lock())
+    }
+    fn try_lock_until(&self, _: Instant) -> Option<GuardSend> {
+        Some(self.lock())
     }
 }
 
@@ -510,6 +607,24 @@ unsafe impl RawMutexFair for StarvesOne {
     }
 }
 
+// SAFETY: as above.
+unsafe impl RawMutexTimed for StarvesOne {
+    type Duration = Duration;
+    type Instant = Instant;
+    fn try_lock_for(&self, timeout: Duration) -> Option<GuardSend> {
+        self.try_lock_until(Instant::now() + timeout)
+    }
+    fn try_lock_until(&self, deadline: Instant) -> Option<GuardSend> {
+        if self.is_victim() {
+            thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            return None;
+        }
+        let g = self.inner.try_lock_until(deadline)?;
+        self.last_other.store(epoch_ns(), Relaxed);
+        Some(g)
+    }
+}
+
 /// A thread starved while the others run fails the bound on one wait, even
 /// when its wait begins just before the deadline: the others keep running
 /// until it is served or has waited longer than the bound.
@@ -520,4 +635,63 @@ fn negative_control_the_torture_catches_a_starved_thread() {
     let report = torture::<StarvesOne>(8, Duration::from_millis(100), bound);
     let e = report.check(bound).expect_err("the starved thread must be noticed");
     assert!(e.contains("a thread starved"), "{e}\n{report}");
+}
+
+/// A mutex whose timed attempts give up at half their timeout: the negative
+/// control of the check that no timed attempt returns early.
+struct EarlyTimeout(spinbit::RawMutex);
+
+// SAFETY: every operation is `spinbit::RawMutex`'s; only the timeouts are
+// wrong.
+unsafe impl RawMutex for EarlyTimeout {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = EarlyTimeout(spinbit::RawMutex::INIT);
+    type Guard = GuardSend;
+    fn lock(&self) -> GuardSend {
+        self.0.lock()
+    }
+    fn try_lock(&self) -> Option<GuardSend> {
+        self.0.try_lock()
+    }
+    unsafe fn unlock(&self, guard: GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.unlock(guard) }
+    }
+    fn is_locked(&self) -> bool {
+        self.0.is_locked()
+    }
+}
+
+// SAFETY: as above.
+unsafe impl RawMutexFair for EarlyTimeout {
+    unsafe fn unlock_fair(&self, guard: GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.unlock_fair(guard) }
+    }
+    unsafe fn bump(&self, guard: &mut GuardSend) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.bump(guard) }
+    }
+}
+
+// SAFETY: as above.
+unsafe impl RawMutexTimed for EarlyTimeout {
+    type Duration = Duration;
+    type Instant = Instant;
+    fn try_lock_for(&self, timeout: Duration) -> Option<GuardSend> {
+        self.0.try_lock_for(timeout / 2)
+    }
+    fn try_lock_until(&self, deadline: Instant) -> Option<GuardSend> {
+        self.try_lock_for(deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
+/// The torture notices timed attempts that give up before their deadline.
+#[test]
+fn negative_control_the_torture_catches_an_early_timeout() {
+    let (threads, ms) = if cfg!(miri) { (4, 50) } else { (8, 300) };
+    let bound = Duration::from_secs(2);
+    let report = torture::<EarlyTimeout>(threads, Duration::from_millis(ms), bound);
+    let e = report.check(bound).expect_err("early timeouts must be noticed");
+    assert!(e.contains("before their deadline"), "{e}\n{report}");
 }
