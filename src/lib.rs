@@ -8,8 +8,10 @@
 //!
 //! [`Mutex`] is [`lock_api::Mutex`] over [`RawMutex`], so it has the same API
 //! as `parking_lot::Mutex`: no poisoning, `const fn new`, guards that can be
-//! mapped, `try_lock`, `into_inner`, `get_mut`, and the fair unlocks
-//! `MutexGuard::unlock_fair`, `unlocked_fair` and `bump`.
+//! mapped, `try_lock`, `into_inner`, `get_mut`, the fair unlocks
+//! `MutexGuard::unlock_fair`, `unlocked_fair` and `bump`, and timed locking,
+//! `try_lock_for` and `try_lock_until` (with the `arc_lock` feature, the
+//! `Arc` guards too: `lock_arc`, `try_lock_arc_for`, ...).
 //!
 //! # The algorithm
 //!
@@ -138,6 +140,46 @@
 //! waiter's push and its sleep is not lost either: the futex wait compares
 //! the node's word and does not sleep once it was changed. The test suite
 //! model-checks exactly these interleavings with loom.
+//!
+//! # Timed locking
+//!
+//! [`lock_api::RawMutexTimed`]: `Mutex::try_lock_for(Duration)` and
+//! `try_lock_until(Instant)`. The fast path is `try_lock`'s; the clock is
+//! read only when the mutex is held by someone else. `Duration::ZERO` and a deadline in the
+//! past make one attempt, as `try_lock`; a timeout that does not fit an
+//! `Instant` (e.g. `Duration::MAX`) waits as `lock`. Otherwise the waiter
+//! spins and sleeps as in `lock`, and sleeps until the deadline at most:
+//! on Linux with `FUTEX_WAIT_BITSET` and an absolute `CLOCK_MONOTONIC`
+//! deadline, so signals (`EINTR`) and spurious returns do not stretch the
+//! wait; elsewhere with `std::thread::park_timeout` in a loop that re-reads
+//! the clock. It never returns `None` before the deadline. After it, the
+//! slack is the kernel's: its timer slack (50 µs by default, see
+//! `prctl(PR_SET_TIMERSLACK)`) and the time the thread waits for a CPU; a
+//! waiter past its deadline while it spins adds at most the 2 µs spin
+//! budget. The README gives measured figures.
+//!
+//! A waiter whose sleep timed out must leave the stack without a trace. It
+//! takes `STACK_LOCKED` like any stack owner (owners never block while
+//! they hold it, and each gives it back after a walk and a few CASes, which
+//! bounds this wait), and looks for its node:
+//!
+//! * Still linked: it unlinks it (the stack is doubly linked from the top
+//!   down to the tail once the owner has walked it) and gives the stack
+//!   back. Unlocks that found the stack owned meanwhile left their wakes to
+//!   it, so it serves as an unlocker would: if the word shows sleepers, the
+//!   lock free and no spinner (or `STARVING`), it wakes the oldest sleeper
+//!   or hands it the lock. Then it returns `None`.
+//! * Not linked: a stack owner popped it before it took the stack, and that
+//!   owner's wake is on its way. The waiter waits for it (the owner does not
+//!   block between its pop and the wake) and goes on as any woken waiter: if
+//!   it was handed the lock, it returns it; if it was handed `SPINNING`, it
+//!   takes the lock if it is free, or else clears `SPINNING` in a CAS that
+//!   sees the lock held, so the holder's unlock wakes the next sleeper.
+//!
+//! A timed waiter that holds `SPINNING` when its deadline passes before it
+//! sleeps gives the bit up the same way. So every wake aimed at a timed
+//! waiter is either used (it takes the lock) or passed on, which the loom
+//! models check, with negative controls that drop each step.
 //!
 //! # Limits
 //!
