@@ -24,13 +24,18 @@
 //! spinbit and both `parking_lot`s) also implements [`FairFamily`], and
 //! [`FairUnlock`] turns it into the family of the same locks released with
 //! `MutexGuard::unlock_fair`, which the same harness drives in the fair
-//! cells.
+//! cells. Likewise a family whose locks have a timed lock
+//! (`lock_api::RawMutexTimed`: spinbit and both `parking_lot`s; `usync` has
+//! none) implements [`TimedFamily`], for the timed cells.
 //!
 //! # Workloads
 //!
 //! Cell names are `<workload>-<layout>/<parameters>` (layouts below).
 //!
 //! * `uncontended-*`: lock+unlock on one thread (criterion's plain `iter`).
+//! * `uncontended-timed-*`: the same with `try_lock_for(1 ms)` instead of
+//!   `lock` on the free mutex: the cost of the timed lock's fast path next
+//!   to plain lock+unlock.
 //! * `contended-*/t{T}/cs{C}/think{K}`: `T` threads loop `lock`, critical
 //!   section, `unlock`, think. The critical section is `C` ns worth of
 //!   dependent xor-shift-multiply steps on the guarded `u64` (plus one increment,
@@ -45,6 +50,12 @@
 //!   whoever comes next. Only spinbit and the two `parking_lot`s run it
 //!   (`usync`, `std` and pthread have no fair unlock; the ablations have
 //!   one but are left out to keep the run short).
+//! * `timed-*/t{T}/cs{C}/think0`: as `contended-*` with think 0, but every
+//!   acquisition is `try_lock_for(1 ms)`, as in code that must not block for
+//!   long. An operation is an acquisition; an attempt that times out is no
+//!   operation and loops straight back to another attempt. The fraction of
+//!   attempts that timed out is reported per lock (`timed_out`). Only
+//!   spinbit and the two `parking_lot`s run it.
 //! * `handoff-*/cs{C}`: two threads hand the lock back and forth, the shape of
 //!   Go's `BenchmarkMutexHandoff`. A turn word on its own cache line says
 //!   whose turn it is; the thread whose turn it is locks, passes the turn to
@@ -111,7 +122,11 @@
 //!   operations;
 //! * `others_cpu`: how many CPUs' worth of time *other* processes used
 //!   during the window (the machine's busy time from `/proc/stat`, 10 ms
-//!   resolution, minus this process's): on a shared machine, the noise.
+//!   resolution, minus this process's): on a shared machine, the noise;
+//! * timed cells: `timed_out`, the fraction of `try_lock_for` calls that
+//!   timed out, and `timeout_ns`, their timeout (both `null` in other
+//!   cells). In timed cells the latency percentiles time every
+//!   `try_lock_for` call, whatever its outcome.
 //!
 //! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
 //! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
@@ -148,14 +163,16 @@
 //! what users run), the fair unlock on a few, and the split layout on a
 //! subset, enough to see what the layout changes.
 //!
-//! `SPINBIT_BENCH_PROFILE=quick`: inline: `uncontended`, threads {1,2,8,32}
-//! x cs {0, 1 µs} x think 0, `handoff/cs1000`, `queue/t8` (11 cells); fair:
+//! `SPINBIT_BENCH_PROFILE=quick`: inline: `uncontended`,
+//! `uncontended-timed`, threads {1,2,8,32} x cs {0, 1 µs} x think 0,
+//! `handoff/cs1000`, `queue/t8`, `timed/t8/cs1000/think0` (13 cells); fair:
 //! threads 8 x cs {0, 1 µs} x think 0 (2); split: threads {2,8} x cs 0 x
-//! think 0 (2). 15 cells, 123 (cell, lock) pairs with 9 locks (97 without
-//! the ablations); 3 reps of 80 ms windows, criterion 10 samples, 30 ms
-//! warm-up, 150 ms measurement. The harness estimates 80 s (it counts
-//! criterion's part at the full profile's rate); a run took 59 s on a 2-core
-//! machine.
+//! think 0 (2). 17 cells, 129 (cell, lock) pairs with 9 locks (103 without
+//! the ablations; the timed cells run 3 locks); 3 reps of 80 ms windows,
+//! criterion 10 samples, 30 ms warm-up, 150 ms measurement. The harness
+//! estimates 84 s (it counts criterion's part at the full profile's rate);
+//! a run took 59 s on a 2-core machine before the two timed cells were
+//! added, which take 3 s when run alone.
 //!
 //! Full (the default), 5 reps of 400 ms windows, criterion 10 samples,
 //! 100 ms warm-up, 600 ms measurement:
@@ -164,18 +181,21 @@
 //!   1 µs, 10 µs} x think 0 (28 cells) and threads {2,8,32,64} x the same cs
 //!   x think ~10x cs (16); `handoff/cs{0,1000,10000}`; `queue/t{2,8,32}`:
 //!   51 cells;
+//! * timed (inline, 3 locks): `uncontended-timed`; threads {8,32} x cs {0,
+//!   1 µs} x think 0: 5 cells;
 //! * fair: threads {2,8,32} x cs {0, 1 µs} x think 0: 6 cells, 3 locks;
 //! * split: threads {2,8,32} x cs {0, 1 µs, 10 µs} x think 0,
 //!   `handoff/cs1000`, `queue/t8`: 11 cells.
 //!
-//! 68 cells, 576 (cell, lock) pairs with 9 locks (452 without the
+//! 73 cells, 591 (cell, lock) pairs with 9 locks (467 without the
 //! ablations). Four cells run alone in this profile on a 2-core machine
 //! took 3.0-3.8 s per pair (2 s of companion windows, the rest criterion's,
-//! see [`Profile::secs_per_run`]), so the full run takes about 576 x 3.45 s
-//! = ~1990 s, 33 minutes, on any number of cores (the windows are
+//! see [`Profile::secs_per_run`]), so the full run takes about 591 x 3.45 s
+//! = ~2040 s, 34 minutes, on any number of cores (the windows are
 //! fixed-duration). The harness prints its own estimate when it starts; the
-//! budget is 35 minutes, which is why think time and the split layout run
-//! at fewer thread counts than the inline layout's think-0 rows.
+//! budget is 35 minutes, which is why think time, the split layout and the
+//! timed cells run at fewer thread counts than the inline layout's think-0
+//! rows.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -215,6 +235,12 @@ trait FairBenchMutex<T>: BenchMutex<T> {
     fn unlock_fair(guard: Self::Guard<'_>);
 }
 
+/// A mutex with a timed lock (`lock_api::RawMutexTimed`).
+trait TimedBenchMutex<T>: BenchMutex<T> {
+    /// Takes the lock, waiting at most `timeout`; `None` if it timed out.
+    fn try_lock_for(&self, timeout: Duration) -> Option<Self::Guard<'_>>;
+}
+
 /// One kind of lock, for any protected type, and how the harness releases it.
 trait Family: 'static {
     type M<T: Send + 'static>: BenchMutex<T>;
@@ -233,6 +259,13 @@ trait Family: 'static {
 /// on `M<T>` for every `T` cannot be written.
 trait FairFamily: Family {
     type Fair<T: Send + 'static>: FairBenchMutex<T>;
+}
+
+/// The optional capability of a [`Family`]: its locks have a timed lock.
+/// `Timed<T>` is the same type as `M<T>`, named again for the same reason
+/// as [`FairFamily::Fair`].
+trait TimedFamily: Family {
+    type Timed<T: Send + 'static>: TimedBenchMutex<T>;
 }
 
 /// The locks of `F`, every one of them released with `unlock_fair`.
@@ -277,6 +310,17 @@ macro_rules! lock_api_mutex {
             #[inline]
             fn unlock_fair(guard: Self::Guard<'_>) {
                 $lock_api::MutexGuard::unlock_fair(guard);
+            }
+        }
+
+        impl<R, T> TimedBenchMutex<T> for $lock_api::Mutex<R, T>
+        where
+            R: $lock_api::RawMutexTimed<Duration = Duration> + Send + Sync,
+            T: Send,
+        {
+            #[inline]
+            fn try_lock_for(&self, timeout: Duration) -> Option<Self::Guard<'_>> {
+                $lock_api::Mutex::try_lock_for(self, timeout)
             }
         }
     };
@@ -418,6 +462,9 @@ impl Family for SpinbitF {
 impl FairFamily for SpinbitF {
     type Fair<T: Send + 'static> = spinbit::Mutex<T>;
 }
+impl TimedFamily for SpinbitF {
+    type Timed<T: Send + 'static> = spinbit::Mutex<T>;
+}
 struct ParkingLot013F;
 impl Family for ParkingLot013F {
     type M<T: Send + 'static> = parking_lot::Mutex<T>;
@@ -425,12 +472,18 @@ impl Family for ParkingLot013F {
 impl FairFamily for ParkingLot013F {
     type Fair<T: Send + 'static> = parking_lot::Mutex<T>;
 }
+impl TimedFamily for ParkingLot013F {
+    type Timed<T: Send + 'static> = parking_lot::Mutex<T>;
+}
 struct ParkingLot012F;
 impl Family for ParkingLot012F {
     type M<T: Send + 'static> = parking_lot_012::Mutex<T>;
 }
 impl FairFamily for ParkingLot012F {
     type Fair<T: Send + 'static> = parking_lot_012::Mutex<T>;
+}
+impl TimedFamily for ParkingLot012F {
+    type Timed<T: Send + 'static> = parking_lot_012::Mutex<T>;
 }
 struct UsyncF;
 impl Family for UsyncF {
@@ -570,6 +623,30 @@ macro_rules! with_fair_family {
     };
 }
 
+/// `Some($body)` with `$F` naming the [`TimedFamily`] of lock `$id`, for
+/// the locks the timed cells compare (spinbit and both `parking_lot`s;
+/// `usync` has no timed lock, `std` and the ablations are left out); `None`
+/// for the others.
+macro_rules! with_timed_family {
+    ($id:expr, $F:ident => $body:expr) => {
+        match $id {
+            LockId::Spinbit => {
+                type $F = SpinbitF;
+                Some($body)
+            }
+            LockId::ParkingLot013 => {
+                type $F = ParkingLot013F;
+                Some($body)
+            }
+            LockId::ParkingLot012 => {
+                type $F = ParkingLot012F;
+                Some($body)
+            }
+            _ => None,
+        }
+    };
+}
+
 impl LockId {
     fn name(self) -> &'static str {
         match self {
@@ -594,8 +671,16 @@ impl LockId {
         with_fair_family!(self, F => std::any::type_name::<F>()).is_some()
     }
 
+    /// Whether the lock runs in the timed cells.
+    fn has_timed_lock(self) -> bool {
+        with_timed_family!(self, F => std::any::type_name::<F>()).is_some()
+    }
+
     /// Whether the lock runs in `cell`.
     fn runs_in(self, cell: Cell) -> bool {
+        if cell.is_timed() && !self.has_timed_lock() {
+            return false;
+        }
         match cell.unlock {
             Unlock::Plain => true,
             Unlock::Fair => self.has_fair_unlock(),
@@ -755,6 +840,8 @@ struct ThreadOut {
     ops: u64,
     /// Acquire latencies, in ticks.
     hist: Histogram<u64>,
+    /// Timed attempts that timed out (not operations); 0 in untimed cells.
+    timed_out: u64,
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -778,6 +865,9 @@ struct Sample {
     p99: f64,
     p999: f64,
     max: f64,
+    /// Timed cells: the fraction of `try_lock_for` calls that timed out
+    /// (NaN in other cells).
+    timed_out: f64,
 }
 
 /// Runs `threads` copies of `worker` for one fixed-duration window of at
@@ -834,6 +924,7 @@ where
 
 fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) -> Sample {
     let ops: u64 = outs.iter().map(|o| o.ops).sum();
+    let timed_out: u64 = outs.iter().map(|o| o.timed_out).sum();
     let min = outs.iter().map(|o| o.ops).min().unwrap_or(0);
     let max = outs.iter().map(|o| o.ops).max().unwrap_or(0);
     let mut hist = new_hist();
@@ -857,6 +948,7 @@ fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) 
         p99: lat(0.99),
         p999: lat(0.999),
         max: if hist.is_empty() { f64::NAN } else { hist.max() as f64 * tick_ns },
+        timed_out: timed_out as f64 / (ops + timed_out).max(1) as f64,
     }
 }
 
@@ -868,10 +960,28 @@ fn summarize(outs: &[ThreadOut], secs: f64, u0: Usage, u1: Usage, tick_ns: f64) 
 #[derive(Clone, Copy, Debug)]
 enum Workload {
     Uncontended,
-    Contended { threads: usize, cs: u32, think: u32 },
-    Handoff { cs: u32 },
-    Queue { threads: usize },
+    /// As `Uncontended`, taking the lock with `try_lock_for(TIMEOUT)`.
+    UncontendedTimed,
+    Contended {
+        threads: usize,
+        cs: u32,
+        think: u32,
+    },
+    /// As `Contended` with think 0, every acquisition `try_lock_for(TIMEOUT)`.
+    Timed {
+        threads: usize,
+        cs: u32,
+    },
+    Handoff {
+        cs: u32,
+    },
+    Queue {
+        threads: usize,
+    },
 }
+
+/// The timeout of every `try_lock_for` in the timed cells.
+const TIMEOUT: Duration = Duration::from_millis(1);
 
 /// Where the guarded data sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -923,7 +1033,9 @@ impl Cell {
     fn bench(self) -> &'static str {
         match self.workload {
             Workload::Uncontended => "uncontended",
+            Workload::UncontendedTimed => "uncontended-timed",
             Workload::Contended { .. } => "contended",
+            Workload::Timed { .. } => "timed",
             Workload::Handoff { .. } => "handoff",
             Workload::Queue { .. } => "queue",
         }
@@ -938,10 +1050,11 @@ impl Cell {
         };
         let prefix = format!("{kind}-{}", self.layout.name());
         match self.workload {
-            Workload::Uncontended => prefix,
+            Workload::Uncontended | Workload::UncontendedTimed => prefix,
             Workload::Contended { threads, cs, think } => {
                 format!("{prefix}/t{threads}/cs{cs}/think{think}")
             }
+            Workload::Timed { threads, cs } => format!("{prefix}/t{threads}/cs{cs}/think0"),
             Workload::Handoff { cs } => format!("{prefix}/cs{cs}"),
             Workload::Queue { threads } => format!("{prefix}/t{threads}"),
         }
@@ -949,16 +1062,25 @@ impl Cell {
     /// (threads, cs ns, think ns)
     fn params(self) -> (usize, u32, u32) {
         match self.workload {
-            Workload::Uncontended => (1, 0, 0),
+            Workload::Uncontended | Workload::UncontendedTimed => (1, 0, 0),
             Workload::Contended { threads, cs, think } => (threads, cs, think),
+            Workload::Timed { threads, cs } => (threads, cs, 0),
             Workload::Handoff { cs } => (2, cs, 0),
             Workload::Queue { threads } => (threads, 0, 0),
         }
     }
+    /// Whether every acquisition is `try_lock_for(TIMEOUT)`.
+    fn is_timed(self) -> bool {
+        matches!(self.workload, Workload::UncontendedTimed | Workload::Timed { .. })
+    }
+    /// Whether the cell is one thread, measured by criterion's plain `iter`.
+    fn is_uncontended(self) -> bool {
+        matches!(self.workload, Workload::Uncontended | Workload::UncontendedTimed)
+    }
     /// Time every `n`th acquisition (0: none).
     fn lat_every(self) -> u64 {
         match self.workload {
-            Workload::Uncontended => 0,
+            Workload::Uncontended | Workload::UncontendedTimed => 0,
             _ if self.params().1 >= 1000 => 1,
             _ => 8,
         }
@@ -1089,7 +1211,7 @@ fn run_placed<F: Family, P: Place>(
                     ops += 1;
                 }
                 black_box(local);
-                ThreadOut { ops, hist }
+                ThreadOut { ops, hist, timed_out: 0 }
             })
         }
         Workload::Handoff { .. } => {
@@ -1123,7 +1245,7 @@ fn run_placed<F: Family, P: Place>(
                     F::unlock(g);
                     ops += 1;
                 }
-                ThreadOut { ops, hist }
+                ThreadOut { ops, hist, timed_out: 0 }
             })
         }
         Workload::Queue { threads } => {
@@ -1159,19 +1281,82 @@ fn run_placed<F: Family, P: Place>(
                         ops += 1;
                     }
                 }
-                ThreadOut { ops, hist }
+                ThreadOut { ops, hist, timed_out: 0 }
             })
+        }
+        Workload::UncontendedTimed | Workload::Timed { .. } => {
+            unreachable!("timed cells run in run_timed")
         }
     }
 }
 
+/// A new lock of timed family `F`, as [`new_lock`] places it.
+fn new_timed_lock<F: TimedFamily, P: Place, T: Send + 'static>(
+    value: T,
+) -> Box<CachePadded<F::Timed<P::Data<T>>>> {
+    Box::new(CachePadded::new(F::Timed::<P::Data<T>>::new(P::wrap(value))))
+}
+
+/// One window of a timed `cell` on lock family `F`: each thread loops
+/// `try_lock_for(TIMEOUT)` and, if that took the lock, the critical section
+/// and `unlock`. An operation is an acquisition; attempts that time out are
+/// counted apart, and the latency histogram times every attempt (as
+/// `lat_every` says), whatever its outcome.
+fn run_timed<F: TimedFamily>(cell: Cell, dur: Duration, min_ops: u64, cal: Calibration) -> Sample {
+    match cell.layout {
+        Layout::Inline => run_timed_placed::<F, InlineP>(cell, dur, min_ops, cal),
+        Layout::Split => run_timed_placed::<F, SplitP>(cell, dur, min_ops, cal),
+    }
+}
+
+fn run_timed_placed<F: TimedFamily, P: Place>(
+    cell: Cell,
+    dur: Duration,
+    min_ops: u64,
+    cal: Calibration,
+) -> Sample {
+    let (threads, cs_ns, _) = cell.params();
+    let cs = units(cs_ns, cal);
+    let mask = lat_mask(cell.lat_every());
+    let m = new_timed_lock::<F, P, u64>(0);
+    let m = &**m;
+    window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
+        let mut hist = new_hist();
+        let (mut ops, mut attempts, mut timed_out) = (0u64, 0u64, 0u64);
+        while flags.running(id, ops) {
+            let timed = mask.is_some_and(|k| attempts & k == 0);
+            let t0 = if timed { ticks() } else { 0 };
+            let g = m.try_lock_for(TIMEOUT);
+            if timed {
+                hist.saturating_record(ticks().wrapping_sub(t0).max(1));
+            }
+            attempts += 1;
+            match g {
+                Some(mut g) => {
+                    critical(&mut g, cs);
+                    drop(g);
+                    ops += 1;
+                }
+                None => timed_out += 1,
+            }
+        }
+        ThreadOut { ops, hist, timed_out }
+    })
+}
+
 /// One window of `cell` on `lock`.
 fn run_lock(lock: LockId, cell: Cell, dur: Duration, min_ops: u64, cal: Calibration) -> Sample {
-    match cell.unlock {
+    if cell.is_timed() {
+        return with_timed_family!(lock, F => run_timed::<F>(cell, dur, min_ops, cal))
+            .expect("only locks with a timed lock run in timed cells");
+    }
+    let mut s = match cell.unlock {
         Unlock::Plain => with_family!(lock, F => run_cell::<F>(cell, dur, min_ops, cal)),
         Unlock::Fair => with_fair_family!(lock, F => run_cell::<F>(cell, dur, min_ops, cal))
             .expect("only locks with a fair unlock run in fair cells"),
-    }
+    };
+    s.timed_out = f64::NAN;
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -1190,6 +1375,12 @@ struct Matrix {
     think_threads: &'static [usize],
     handoff_cs: &'static [u32],
     queue_threads: &'static [usize],
+    /// `uncontended-timed`: one thread, `try_lock_for(TIMEOUT)` + unlock.
+    timed_uncontended: bool,
+    /// `timed` cells (think 0): these thread counts x these critical
+    /// sections.
+    timed_threads: &'static [usize],
+    timed_cs: &'static [u32],
 }
 
 impl Matrix {
@@ -1200,12 +1391,18 @@ impl Matrix {
         think_threads: &[],
         handoff_cs: &[],
         queue_threads: &[],
+        timed_uncontended: false,
+        timed_threads: &[],
+        timed_cs: &[],
     };
 
     fn cells(&self, layout: Layout, unlock: Unlock) -> Vec<Cell> {
         let mut w = Vec::new();
         if self.uncontended {
             w.push(Workload::Uncontended);
+        }
+        if self.timed_uncontended {
+            w.push(Workload::UncontendedTimed);
         }
         for &cs in self.cs {
             for (think, threads) in [(0, self.threads), (10 * cs.max(10), self.think_threads)] {
@@ -1216,6 +1413,9 @@ impl Matrix {
         }
         w.extend(self.handoff_cs.iter().map(|&cs| Workload::Handoff { cs }));
         w.extend(self.queue_threads.iter().map(|&threads| Workload::Queue { threads }));
+        for &cs in self.timed_cs {
+            w.extend(self.timed_threads.iter().map(|&threads| Workload::Timed { threads, cs }));
+        }
         w.into_iter().map(|workload| Cell { workload, layout, unlock }).collect()
     }
 }
@@ -1244,6 +1444,9 @@ const QUICK: Profile = Profile {
         think_threads: &[],
         handoff_cs: &[1000],
         queue_threads: &[8],
+        timed_uncontended: true,
+        timed_threads: &[8],
+        timed_cs: &[1000],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[8], ..Matrix::EMPTY },
     split: Matrix { cs: &[0], threads: &[2, 8], ..Matrix::EMPTY },
@@ -1263,6 +1466,9 @@ const FULL: Profile = Profile {
         think_threads: &[2, 8, 32, 64],
         handoff_cs: &[0, 1000, 10_000],
         queue_threads: &[2, 8, 32],
+        timed_uncontended: true,
+        timed_threads: &[8, 32],
+        timed_cs: &[0, 1000],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[2, 8, 32], ..Matrix::EMPTY },
     split: Matrix {
@@ -1562,6 +1768,7 @@ fn median_sample(reps: &[Sample]) -> Sample {
         p99: m(|s| s.p99),
         p999: m(|s| s.p999),
         max: m(|s| s.max),
+        timed_out: m(|s| s.timed_out),
     }
 }
 
@@ -1583,7 +1790,7 @@ impl Ctx {
                 "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
                 "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
                 "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"others_cpu\":{},",
-                "\"lat_every\":{},\"reps\":{},",
+                "\"lat_every\":{},\"reps\":{},\"timeout_ns\":{},\"timed_out\":{},",
                 "\"profile\":{},\"target\":{},\"emulated\":{}}}\n"
             ),
             js(cell.bench()),
@@ -1610,6 +1817,8 @@ impl Ctx {
             jn(s.others_cpu),
             cell.lat_every(),
             self.profile.reps,
+            if cell.is_timed() { TIMEOUT.as_nanos().to_string() } else { "null".into() },
+            jn(s.timed_out),
             js(self.profile.name),
             js(&self.triple),
             self.emulated,
@@ -1625,6 +1834,33 @@ impl Ctx {
 // ---------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------
+
+/// Criterion's plain `iter` over one `try_lock_for(TIMEOUT)`+unlock of a
+/// free mutex on one thread: the timed lock's fast path.
+fn bench_uncontended_timed<F: TimedFamily>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    layout: Layout,
+) {
+    match layout {
+        Layout::Inline => bench_uncontended_timed_placed::<F, InlineP>(group, name),
+        Layout::Split => bench_uncontended_timed_placed::<F, SplitP>(group, name),
+    }
+}
+
+fn bench_uncontended_timed_placed<F: TimedFamily, P: Place>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+) {
+    let m = new_timed_lock::<F, P, u64>(0);
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            let mut g = m.try_lock_for(black_box(TIMEOUT)).expect("the mutex is free");
+            **g = black_box(g.wrapping_add(1));
+            drop(g);
+        })
+    });
+}
 
 /// Criterion's plain `iter` over one lock+unlock on one thread.
 fn bench_uncontended<F: Family>(
@@ -1750,13 +1986,17 @@ fn main() {
                 ns_per_op[idx] = 1e9 / s.ops_per_sec.max(1.0);
                 let _ = write!(
                     line,
-                    " {} {:.2}M/s {:.0}ns-cpu f{:.2} o{:.2};",
+                    " {} {:.2}M/s {:.0}ns-cpu f{:.2} o{:.2}",
                     lock.name(),
                     s.ops_per_sec / 1e6,
                     s.cpu_ns_per_op,
                     s.fairness,
                     s.others_cpu
                 );
+                if s.timed_out.is_finite() {
+                    let _ = write!(line, " timed-out {:.3}", s.timed_out);
+                }
+                line.push(';');
             }
             eprintln!("{line}");
         }
@@ -1764,7 +2004,7 @@ fn main() {
         // Criterion.
         let mut group = c.benchmark_group(&group_name);
         group.throughput(Throughput::Elements(1));
-        if !matches!(cell.workload, Workload::Uncontended) {
+        if !cell.is_uncontended() {
             group.sampling_mode(SamplingMode::Flat);
         }
         for &lock in selected {
@@ -1775,6 +2015,9 @@ fn main() {
                 (Workload::Uncontended, Unlock::Fair) => with_fair_family!(lock, F =>
                     bench_uncontended::<F>(&mut group, lock.name(), cell.layout))
                 .expect("only locks with a fair unlock run in fair cells"),
+                (Workload::UncontendedTimed, _) => with_timed_family!(lock, F =>
+                    bench_uncontended_timed::<F>(&mut group, lock.name(), cell.layout))
+                .expect("only locks with a timed lock run in timed cells"),
                 _ => {
                     group.bench_function(lock.name(), |b| {
                         b.iter_custom(|n| {

@@ -13,7 +13,9 @@
 //! can win on one CPU and lose on another. Each report starts with the CPU,
 //! the commit and the command that produced it, then a summary of spinbit
 //! against the best peer for every cell, a comparison of the two data
-//! layouts where a cell ran in both, and one table per cell; plus SVG charts
+//! layouts where a cell ran in both, the timed cells (`try_lock_for`) with
+//! the fraction of attempts that timed out and the cost of the timed fast
+//! path next to plain lock+unlock, and one table per cell; plus SVG charts
 //! `DIR/<arch>-<family>-<layout>-*.svg` of throughput and CPU per operation
 //! against the number of threads, one line per lock, for the headline
 //! (critical section, think) pairs. `--source` adds a line saying what was
@@ -251,6 +253,9 @@ struct Row {
     max: f64,
     ctxsw: f64,
     others_cpu: f64,
+    /// Timed cells: the fraction of `try_lock_for` calls that timed out
+    /// (NaN elsewhere, and in results from before the timed cells).
+    timed_out: f64,
     emulated: bool,
 }
 
@@ -282,6 +287,7 @@ impl Row {
             max: j.num("max"),
             ctxsw: j.num("ctxsw_per_op"),
             others_cpu: j.num("others_cpu"),
+            timed_out: j.num("timed_out"),
             emulated: j.bool("emulated"),
         }
     }
@@ -347,6 +353,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 impl Cell {
     fn first(&self) -> &Row {
         &self.rows[0]
+    }
+
+    /// Whether the cell's acquisitions are `try_lock_for` calls.
+    fn is_timed(&self) -> bool {
+        self.rows.iter().any(|r| r.timed_out.is_finite())
     }
 
     /// CPUs' worth of time other processes used during this cell's windows
@@ -426,6 +437,21 @@ fn f_ratio(x: f64) -> String {
     }
 }
 
+/// A fraction as a percentage, with more digits the smaller it is.
+fn f_pct(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x == 0.0 {
+        "0 %".into()
+    } else if x >= 0.1 {
+        format!("{:.0} %", x * 100.0)
+    } else if x >= 0.001 {
+        format!("{:.2} %", x * 100.0)
+    } else {
+        format!("{:.1e} %", x * 100.0)
+    }
+}
+
 fn f_mops(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
@@ -470,6 +496,13 @@ fn describe_cell(c: &Cell) -> String {
     let r = c.first();
     let what = match r.bench.as_str() {
         "uncontended" => "one thread, lock+unlock".into(),
+        "uncontended-timed" => "one thread, `try_lock_for(1 ms)`+unlock of a free mutex".into(),
+        "timed" => format!(
+            "{} thread(s), every acquisition `try_lock_for(1 ms)`, critical section {}, think {}",
+            r.threads,
+            f_ns(r.cs as f64),
+            f_ns(r.think as f64)
+        ),
         "contended" => format!(
             "{} thread(s), critical section {}, think {}",
             r.threads,
@@ -841,6 +874,11 @@ fn report(
          0 = a thread starved for the whole window).\n\
          * **p50 / p99 / p99.9 / max**: time spent in `lock()` (below 1 µs \
          critical sections: every 8th acquisition is timed).\n\
+         * **timed** cells: every acquisition is `try_lock_for(1 ms)`, and \
+         only the locks that have it run them. Mops/s counts acquisitions; \
+         **timed out** is the fraction of `try_lock_for` calls that timed \
+         out (they are not operations), and the percentiles time every \
+         call, whatever its outcome.\n\
          * **ctxsw/op**: voluntary + involuntary context switches per operation.\n\
          * **others' CPUs**: CPU time other processes used during the \
          windows, in CPUs (busy time from `/proc/stat` minus this run's): \
@@ -931,6 +969,80 @@ fn report(
         writeln!(w)?;
     }
 
+    // The timed cells, and the timed fast path against plain lock+unlock.
+    let timed: Vec<&Cell> = cells.iter().filter(|c| c.is_timed()).collect();
+    if !timed.is_empty() {
+        writeln!(w, "## Timed locking: `try_lock_for(1 ms)`\n")?;
+        writeln!(
+            w,
+            "Every acquisition is `try_lock_for(1 ms)`. Mops/s counts acquisitions; \
+             timed out: the fraction of calls that timed out; p99.9 and max: time \
+             in `try_lock_for`, whatever its outcome.\n"
+        )?;
+        writeln!(
+            w,
+            "| cell | lock | Mops/s | throughput / fastest peer | timed out | CPU ns/op \
+             | fairness | p99.9 | max |"
+        )?;
+        writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
+        for c in &timed {
+            let best =
+                c.rows.iter().filter(|r| is_peer(&r.lock)).map(|r| r.mops).fold(0.0, f64::max);
+            for r in &c.rows {
+                let name =
+                    if r.lock == "spinbit" { format!("**{}**", r.lock) } else { r.lock.clone() };
+                writeln!(
+                    w,
+                    "| `{}` | {name} | {} | {} | {} | {} | {} | {} | {} |",
+                    c.group,
+                    f_mops(r.mops),
+                    f_ratio(if best > 0.0 { r.mops / best } else { f64::NAN }),
+                    f_pct(r.timed_out),
+                    f_num(r.cpu, 0),
+                    f_num(r.fairness, 2),
+                    f_ns(r.p999),
+                    f_ns(r.max),
+                )?;
+            }
+        }
+        writeln!(w)?;
+        // The fast path: one thread, plain lock+unlock against
+        // `try_lock_for`+unlock, per layout that ran both.
+        let mut fast = Vec::new();
+        for c in timed.iter().filter(|c| c.first().bench == "uncontended-timed") {
+            let plain = cells.iter().find(|p| {
+                p.first().bench == "uncontended"
+                    && p.first().layout == c.first().layout
+                    && p.first().unlock == "plain"
+            });
+            for r in &c.rows {
+                let p = plain.and_then(|p| p.rows.iter().find(|p| p.lock == r.lock));
+                fast.push((c.first().layout.clone(), r.lock.clone(), p.map(|p| p.mops), r.mops));
+            }
+        }
+        if !fast.is_empty() {
+            writeln!(
+                w,
+                "The fast path on a free mutex, one thread (companion windows): ns per \
+                 `lock`+unlock and per `try_lock_for(1 ms)`+unlock.\n"
+            )?;
+            writeln!(w, "| layout | lock | lock+unlock | try_lock_for+unlock | ratio |")?;
+            writeln!(w, "|---|---|---:|---:|---:|")?;
+            for (layout, lock, plain, timed) in fast {
+                let ns = |mops: f64| 1e3 / mops;
+                let plain_ns = plain.map_or(f64::NAN, ns);
+                writeln!(
+                    w,
+                    "| {layout} | {lock} | {} | {} | {} |",
+                    f_num(plain_ns, 2),
+                    f_num(ns(timed), 2),
+                    f_ratio(ns(timed) / plain_ns),
+                )?;
+            }
+            writeln!(w)?;
+        }
+    }
+
     // Charts: for each layout, the (cs, think) pairs with several thread
     // counts, headline pairs first.
     let headline: [(u32, u32); 6] =
@@ -996,16 +1108,19 @@ fn report(
         } else {
             writeln!(w, "{}.\n", describe_cell(c))?;
         }
+        let timed = c.is_timed();
+        let (head, rule) = if timed { (" timed out |", "---:|") } else { ("", "") };
         writeln!(
             w,
-            "| lock | Mops/s | CPU ns/op | fairness | p50 | p99 | p99.9 | max | ctxsw/op |"
+            "| lock | Mops/s | CPU ns/op | fairness | p50 | p99 | p99.9 | max | ctxsw/op |{head}"
         )?;
-        writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|{rule}")?;
         for r in &c.rows {
             let name = if r.lock == "spinbit" { format!("**{}**", r.lock) } else { r.lock.clone() };
+            let extra = if timed { format!(" {} |", f_pct(r.timed_out)) } else { String::new() };
             writeln!(
                 w,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |{extra}",
                 f_mops(r.mops),
                 f_num(r.cpu, 0),
                 f_num(r.fairness, 2),
