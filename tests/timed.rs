@@ -11,6 +11,7 @@
 //!   generous sanity bound, since no test here asserts performance;
 //! * `Duration::ZERO` and deadlines in the past behave like `try_lock`, and
 //!   durations too large for an `Instant` wait like `lock`;
+//! * the `Arc` guards: `try_lock_arc_for` and `try_lock_arc_until`;
 //! * mass timeouts: 64 threads with tiny timeouts against a churning holder;
 //! * timed waiters handed or denied the lock just before their deadline;
 //! * timed and untimed waiters, fair unlocks and bumps on one mutex;
@@ -445,6 +446,33 @@ fn huge_timeouts_wait_like_lock_without_overflow() {
     let made =
         huge_timeouts_wait_like_lock::<spinbit::RawMutex>(hold).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("huge timeouts, each on a mutex released after {hold:?}: {}", made.join(", "));
+}
+
+/// The guards that own an `Arc` of the mutex: `try_lock_arc_for` and
+/// `try_lock_arc_until` time out on a held mutex, never early, and take it
+/// once another thread lets go (that thread got the guard sent to it).
+#[test]
+fn arc_guards_time_out_and_take_the_lock() {
+    let m = std::sync::Arc::new(spinbit::Mutex::new(0u64));
+    let d = Duration::from_millis(2);
+    let held = m.lock_arc();
+    let start = Instant::now();
+    assert!(m.try_lock_arc_for(d).is_none(), "try_lock_arc_for took a held mutex");
+    assert!(start.elapsed() >= d, "try_lock_arc_for gave up after {:?}", start.elapsed());
+    let deadline = Instant::now() + d;
+    assert!(m.try_lock_arc_until(deadline).is_none(), "try_lock_arc_until took a held mutex");
+    assert!(Instant::now() >= deadline, "try_lock_arc_until gave up early");
+    let releaser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(5));
+        drop(held);
+    });
+    let mut g = m.try_lock_arc_for(Duration::from_secs(3600)).expect("released after 5 ms");
+    *g += 1;
+    thread::spawn(move || *g += 1).join().unwrap();
+    releaser.join().unwrap();
+    let far = Instant::now() + Duration::from_secs(3600);
+    assert_eq!(m.try_lock_arc_until(far).map(|g| *g), Some(2));
+    assert!(!m.is_locked());
 }
 
 // ---------------------------------------------------------------------------
