@@ -53,12 +53,20 @@ impl Parker for FutexParker {
         };
         // Acquire: as in `park`.
         while self.word.load(Acquire) == PARKED {
-            if futex_wait_until(&self.word, PARKED, &abs) == Some(libc::ETIMEDOUT) {
-                // A wake may have landed after the kernel gave up.
-                return self.word.load(Acquire) != PARKED;
+            match futex_wait_until(&self.word, PARKED, &abs) {
+                // Woken (maybe spuriously), the word changed, or a signal:
+                // the loop re-checks the word.
+                None | Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                // The deadline passed. Any other error (none is expected
+                // with the arguments built here) is treated the same once
+                // the deadline has passed, so that it cannot keep the
+                // thread in this loop: the caller then leaves the stack.
+                Some(e) if e == libc::ETIMEDOUT || Instant::now() >= deadline => {
+                    // A wake may have landed after the kernel gave up.
+                    return self.word.load(Acquire) != PARKED;
+                }
+                Some(_) => {}
             }
-            // 0 (woken, maybe spuriously), EAGAIN (the word changed), EINTR
-            // (a signal): the loop re-checks the word.
         }
         true
     }
