@@ -128,11 +128,27 @@ macro_rules! raw_mutex {
             /// locking").
             #[inline]
             fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
-                if self.lock.try_lock() {
-                    return Some(lock_api::GuardSend::new());
-                }
+                (self.lock.try_lock() || self.try_lock_for_slow(timeout))
+                    .then(lock_api::GuardSend::new)
+            }
+
+            /// Takes the lock, waiting until `deadline` at the latest. A
+            /// deadline in the past is one attempt, as `try_lock`.
+            #[inline]
+            fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
+                (self.lock.try_lock() || self.try_lock_until_slow(deadline))
+                    .then(lock_api::GuardSend::new)
+            }
+        }
+
+        impl $name {
+            /// `try_lock_for` once `try_lock` failed: out of line, so that
+            /// the inlined fast path is `try_lock`'s.
+            #[cold]
+            #[inline(never)]
+            fn try_lock_for_slow(&self, timeout: std::time::Duration) -> bool {
                 if timeout.is_zero() {
-                    return None;
+                    return false;
                 }
                 match std::time::Instant::now().checked_add(timeout) {
                     Some(deadline) => self.lock.lock_until_slow(deadline),
@@ -141,20 +157,13 @@ macro_rules! raw_mutex {
                         true
                     }
                 }
-                .then(lock_api::GuardSend::new)
             }
 
-            /// Takes the lock, waiting until `deadline` at the latest. A
-            /// deadline in the past is one attempt, as `try_lock`.
-            #[inline]
-            fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
-                if self.lock.try_lock() {
-                    return Some(lock_api::GuardSend::new());
-                }
-                if std::time::Instant::now() >= deadline {
-                    return None;
-                }
-                self.lock.lock_until_slow(deadline).then(lock_api::GuardSend::new)
+            /// `try_lock_until` once `try_lock` failed.
+            #[cold]
+            #[inline(never)]
+            fn try_lock_until_slow(&self, deadline: std::time::Instant) -> bool {
+                std::time::Instant::now() < deadline && self.lock.lock_until_slow(deadline)
             }
         }
     };
