@@ -8,6 +8,7 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+use crate::arch::Knob;
 use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
 
 /// The mutex is held.
@@ -576,6 +577,8 @@ impl<P: Platform> Lock<P> {
         let mut s = self.state.load(Relaxed);
         // Spin hints between two looks at the word, doubling up to
         // MAX_BACKOFF: each look pulls the cache line away from the holder.
+        // (`tuned`: the constant itself unless the `tuning` feature overrides it.)
+        let max_backoff = crate::arch::tuned(Knob::MaxBackoff, MAX_BACKOFF as u64) as u32;
         let mut backoff = 1;
         loop {
             if s.addr() & LOCKED == 0 {
@@ -593,7 +596,7 @@ impl<P: Platform> Lock<P> {
             for _ in 0..backoff {
                 P::spin_hint();
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            backoff = (backoff * 2).min(max_backoff);
             s = self.state.load(Relaxed);
         }
         P::yield_now();

@@ -78,6 +78,81 @@ pub(crate) const STARVING_NS: u64 = 1_000_000;
 /// about a quarter of its threshold by any thread that keeps spinning.
 pub(crate) const LOOK_NS: u64 = 250_000;
 
+/// A tuning constant that the `tuning` feature lets the environment
+/// override (benchmarks only: `benches/sweep.sh` sweeps them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Knob {
+    /// [`SPIN_NS`].
+    SpinNs,
+    /// [`PING_PONG_NS`].
+    PingPongNs,
+    /// [`STARVING_NS`].
+    StarvingNs,
+    /// [`LOOK_NS`].
+    LookNs,
+    /// `MAX_BACKOFF` in `crate::lock`.
+    MaxBackoff,
+}
+
+impl Knob {
+    /// The constant's name; its environment variable is `SPINBIT_<name>`.
+    #[cfg(feature = "tuning")]
+    fn name(self) -> &'static str {
+        match self {
+            Knob::SpinNs => "SPIN_NS",
+            Knob::PingPongNs => "PING_PONG_NS",
+            Knob::StarvingNs => "STARVING_NS",
+            Knob::LookNs => "LOOK_NS",
+            Knob::MaxBackoff => "MAX_BACKOFF",
+        }
+    }
+
+    /// The largest value the constant's type holds.
+    #[cfg(feature = "tuning")]
+    fn max(self) -> u64 {
+        match self {
+            Knob::MaxBackoff => u32::MAX.into(),
+            _ => u64::MAX,
+        }
+    }
+}
+
+/// The value of a tuning constant: `default`, folded at compile time.
+#[cfg(not(feature = "tuning"))]
+#[inline(always)]
+pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
+    default
+}
+
+/// The value of a tuning constant: the environment variable
+/// `SPINBIT_<name>` if it is set, else `default`. Read once per process, at
+/// the constant's first use (a slow path), and cached; a value that is not a
+/// non-negative integer in the constant's range panics, naming the variable.
+#[cfg(feature = "tuning")]
+#[inline]
+pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
+    use std::sync::OnceLock;
+    static VALUES: [OnceLock<u64>; 5] = [const { OnceLock::new() }; 5];
+    *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
+}
+
+#[cfg(feature = "tuning")]
+#[cold]
+fn read_tuning(knob: Knob, default: u64) -> u64 {
+    let var = format!("SPINBIT_{}", knob.name());
+    match std::env::var(&var) {
+        Err(std::env::VarError::NotPresent) => default,
+        Err(e) => panic!("spinbit (feature `tuning`): {var}: {e}"),
+        Ok(text) => match text.trim().replace('_', "").parse::<u64>() {
+            Ok(v) if v <= knob.max() => v,
+            Ok(v) => panic!("spinbit (feature `tuning`): {var}={v}: above {}", knob.max()),
+            Err(e) => panic!(
+                "spinbit (feature `tuning`): {var}={text:?} is not a non-negative integer: {e}"
+            ),
+        },
+    }
+}
+
 /// `ns` nanoseconds in ticks of [`ticks`].
 #[inline]
 pub(crate) fn ns_to_ticks(ns: u64) -> u64 {

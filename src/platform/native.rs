@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 use std::cell::Cell;
 
 use super::{NodeCell, Parker, Platform, SpinPolicy, StateWord};
-use crate::arch;
+use crate::arch::{self, Knob};
 
 #[cfg(target_os = "linux")]
 pub(crate) type OsParker = super::futex::FutexParker;
@@ -81,7 +81,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline(always)]
     fn spin_deadline() -> (u64, u64) {
         let now = arch::ticks();
-        (now, now.wrapping_add(arch::ns_to_ticks(arch::SPIN_NS)))
+        (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::SpinNs, arch::SPIN_NS))))
     }
     #[inline]
     fn note_spin_acquire() {
@@ -90,7 +90,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
-        arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * arch::PING_PONG_NS / 1_000
+        arch::ticks().wrapping_sub(last)
+            < arch::ticks_per_us() * arch::tuned(Knob::PingPongNs, arch::PING_PONG_NS) / 1_000
     }
     #[inline]
     fn look_due(now: u64) -> bool {
@@ -98,7 +99,9 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         // did before, so short-lived threads look too.
         NEXT_LOOK.with(|next| {
             if now.wrapping_sub(next.get()) as i64 >= 0 {
-                next.set(now.wrapping_add(arch::ns_to_ticks(arch::LOOK_NS)));
+                next.set(
+                    now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::LookNs, arch::LOOK_NS))),
+                );
                 true
             } else {
                 false
@@ -107,7 +110,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn starving(since: u64) -> bool {
-        arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(arch::STARVING_NS)
+        arch::ticks().wrapping_sub(since)
+            > arch::ns_to_ticks(arch::tuned(Knob::StarvingNs, arch::STARVING_NS))
     }
     #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
