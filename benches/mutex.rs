@@ -5,6 +5,7 @@
 //! ```text
 //! SPINBIT_BENCH_PROFILE=quick cargo bench --bench mutex --features bench-ablations
 //! cargo bench --bench mutex --features bench-ablations              # full profile
+//! benches/sweep.sh SPIN_NS 1000 2000 4000                           # sensitivity sweep
 //! ```
 //!
 //! and turn the companion metrics into a report per CPU family,
@@ -130,9 +131,13 @@
 //!
 //! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
 //! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
-//! with `"bench":"meta"` (profile, command, calibration, machine: the CPU
-//! model, named from its implementer and part numbers on ARM, and the commit
-//! measured, `-dirty` when tracked files differ from it), then one object per
+//! with `"bench":"meta"` (profile, command, calibration, the locks of the
+//! profile, the crate's tuning constants as the run used them:
+//! `tuning_feature`, `tuning` with every constant's value and
+//! `tuning_overrides` naming the ones an environment variable set; machine:
+//! the CPU model, named from its implementer and part numbers on ARM, and
+//! the commit measured, `-dirty` when tracked files differ from it), then
+//! one object per
 //! cell per lock, with its `layout` (`inline`, `split`) and `unlock`
 //! (`plain`, `fair`). A run with a filter writes only the matching
 //! cells (the companion pass applies the filter as a plain substring of
@@ -196,6 +201,16 @@
 //! budget is 35 minutes, which is why think time, the split layout and the
 //! timed cells run at fewer thread counts than the inline layout's think-0
 //! rows.
+//!
+//! `SPINBIT_BENCH_PROFILE=sweep`: one point of the sensitivity sweep
+//! (`benches/sweep.sh` runs it once per value of one tuning constant, set
+//! through the `tuning` feature, and `examples/sweep_report.rs` compares
+//! the points). The key cells only, inline layout: `contended` t2/cs0,
+//! t8/cs0, t32/cs0, t8/cs1000, t32/cs1000 (think 0), t32/cs100/think1000,
+//! and `handoff/cs1000` (7 cells); spinbit, both `parking_lot`s, `usync`
+//! and `std` only (no pthread, no ablations: 35 pairs); 3 reps of 200 ms
+//! windows; the companion pass alone, no criterion. The harness estimates
+//! 23 s; a run took 21 s on a 2-core machine, plus the build.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -1381,6 +1396,8 @@ struct Matrix {
     /// sections.
     timed_threads: &'static [usize],
     timed_cs: &'static [u32],
+    /// Cells named one by one, after all of the above.
+    listed: &'static [Workload],
 }
 
 impl Matrix {
@@ -1394,6 +1411,7 @@ impl Matrix {
         timed_uncontended: false,
         timed_threads: &[],
         timed_cs: &[],
+        listed: &[],
     };
 
     fn cells(&self, layout: Layout, unlock: Unlock) -> Vec<Cell> {
@@ -1416,6 +1434,7 @@ impl Matrix {
         for &cs in self.timed_cs {
             w.extend(self.timed_threads.iter().map(|&threads| Workload::Timed { threads, cs }));
         }
+        w.extend_from_slice(self.listed);
         w.into_iter().map(|workload| Cell { workload, layout, unlock }).collect()
     }
 }
@@ -1433,6 +1452,11 @@ struct Profile {
     sample_size: usize,
     warm_up: Duration,
     measurement: Duration,
+    /// The locks this profile runs (`None`: every lock of the build).
+    locks: Option<&'static [LockId]>,
+    /// Whether criterion measures each (cell, lock) pair after the
+    /// companion pass; without it the run is the companion pass alone.
+    criterion: bool,
 }
 
 const QUICK: Profile = Profile {
@@ -1447,6 +1471,7 @@ const QUICK: Profile = Profile {
         timed_uncontended: true,
         timed_threads: &[8],
         timed_cs: &[1000],
+        listed: &[],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[8], ..Matrix::EMPTY },
     split: Matrix { cs: &[0], threads: &[2, 8], ..Matrix::EMPTY },
@@ -1455,6 +1480,8 @@ const QUICK: Profile = Profile {
     sample_size: 10,
     warm_up: Duration::from_millis(30),
     measurement: Duration::from_millis(150),
+    locks: None,
+    criterion: true,
 };
 
 const FULL: Profile = Profile {
@@ -1469,6 +1496,7 @@ const FULL: Profile = Profile {
         timed_uncontended: true,
         timed_threads: &[8, 32],
         timed_cs: &[0, 1000],
+        listed: &[],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[2, 8, 32], ..Matrix::EMPTY },
     split: Matrix {
@@ -1483,14 +1511,52 @@ const FULL: Profile = Profile {
     sample_size: 10,
     warm_up: Duration::from_millis(100),
     measurement: Duration::from_millis(600),
+    locks: None,
+    criterion: true,
+};
+
+/// The sensitivity sweep's point: the key cells, spinbit and the four
+/// portable peers, the companion pass only (see `benches/sweep.sh`).
+const SWEEP: Profile = Profile {
+    name: "sweep",
+    inline: Matrix {
+        listed: &[
+            Workload::Contended { threads: 2, cs: 0, think: 0 },
+            Workload::Contended { threads: 8, cs: 0, think: 0 },
+            Workload::Contended { threads: 32, cs: 0, think: 0 },
+            Workload::Contended { threads: 8, cs: 1000, think: 0 },
+            Workload::Contended { threads: 32, cs: 1000, think: 0 },
+            Workload::Contended { threads: 32, cs: 100, think: 1000 },
+            Workload::Handoff { cs: 1000 },
+        ],
+        ..Matrix::EMPTY
+    },
+    fair: Matrix::EMPTY,
+    split: Matrix::EMPTY,
+    reps: 3,
+    window: Duration::from_millis(200),
+    sample_size: 10,
+    warm_up: Duration::from_millis(30),
+    measurement: Duration::from_millis(150),
+    locks: Some(&[
+        LockId::Spinbit,
+        LockId::ParkingLot013,
+        LockId::ParkingLot012,
+        LockId::Usync,
+        LockId::Std,
+    ]),
+    criterion: false,
 };
 
 impl Profile {
     fn from_env() -> &'static Profile {
         match std::env::var("SPINBIT_BENCH_PROFILE").as_deref() {
             Ok("quick") => &QUICK,
+            Ok("sweep") => &SWEEP,
             Ok("full") | Ok("") | Err(_) => &FULL,
-            Ok(other) => panic!("SPINBIT_BENCH_PROFILE={other}: expected `quick` or `full`"),
+            Ok(other) => {
+                panic!("SPINBIT_BENCH_PROFILE={other}: expected `quick`, `sweep` or `full`")
+            }
         }
     }
 
@@ -1501,9 +1567,9 @@ impl Profile {
     /// they reach criterion's operation count, threads spawned and joined
     /// for each), so it is counted twice.
     fn secs_per_run(&self) -> f64 {
-        self.reps as f64 * self.window.as_secs_f64()
-            + 2.0 * (self.warm_up + self.measurement).as_secs_f64()
-            + 0.05
+        let criterion =
+            if self.criterion { (self.warm_up + self.measurement).as_secs_f64() } else { 0.0 };
+        self.reps as f64 * self.window.as_secs_f64() + 2.0 * criterion + 0.05
     }
 
     fn cells(&self) -> Vec<Cell> {
@@ -1722,10 +1788,76 @@ fn machine_fields(cpuinfo: &str) -> String {
     )
 }
 
-fn command_line(profile: &Profile, args: &Args) -> String {
-    let mut cmd = format!("SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex", profile.name);
-    if cfg!(feature = "bench-ablations") {
-        cmd.push_str(" --features bench-ablations");
+/// One tuning constant of the crate as this run uses it (see the `tuning`
+/// feature in Cargo.toml).
+struct Tuning {
+    name: &'static str,
+    value: u64,
+    /// Set by `SPINBIT_<name>` (only with the `tuning` feature).
+    overridden: bool,
+}
+
+/// The crate's tuning constants, each with its value in this run: the
+/// environment's `SPINBIT_<name>` with the `tuning` feature, else the
+/// constant's value in the source (the crate does not export its
+/// constants, so they are read from the source this bench is built with).
+/// Parsed with the crate's rules; a bad value panics here, before anything
+/// is measured.
+fn tuning() -> Vec<Tuning> {
+    const SOURCES: [(&str, &str); 5] = [
+        ("SPIN_NS", include_str!("../src/arch/mod.rs")),
+        ("PING_PONG_NS", include_str!("../src/arch/mod.rs")),
+        ("STARVING_NS", include_str!("../src/arch/mod.rs")),
+        ("LOOK_NS", include_str!("../src/arch/mod.rs")),
+        ("MAX_BACKOFF", include_str!("../src/lock.rs")),
+    ];
+    let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
+    SOURCES
+        .iter()
+        .map(|&(name, src)| {
+            let default = src
+                .lines()
+                .map(|l| {
+                    let l = l.trim_start();
+                    l.strip_prefix("pub(crate) ").unwrap_or(l)
+                })
+                .find_map(|l| l.strip_prefix(&format!("const {name}: ") as &str))
+                .and_then(|rest| rest.split_once('=')?.1.split_once(';'))
+                .and_then(|(v, _)| parse(v).ok())
+                .unwrap_or_else(|| panic!("no `const {name}: .. = <integer>;` in the source"));
+            let var = format!("SPINBIT_{name}");
+            match std::env::var(&var) {
+                Ok(text) if cfg!(feature = "tuning") => {
+                    let value = parse(&text).unwrap_or_else(|e| {
+                        panic!("{var}={text:?} is not a non-negative integer: {e}")
+                    });
+                    Tuning { name, value, overridden: true }
+                }
+                Ok(_) => {
+                    eprintln!("{var} is ignored: build with `--features tuning` to use it");
+                    Tuning { name, value: default, overridden: false }
+                }
+                Err(_) => Tuning { name, value: default, overridden: false },
+            }
+        })
+        .collect()
+}
+
+fn command_line(profile: &Profile, args: &Args, tuning: &[Tuning]) -> String {
+    let mut cmd = String::new();
+    for t in tuning.iter().filter(|t| t.overridden) {
+        let _ = write!(cmd, "SPINBIT_{}={} ", t.name, t.value);
+    }
+    let _ = write!(cmd, "SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex", profile.name);
+    let features: Vec<&str> = [
+        cfg!(feature = "bench-ablations").then_some("bench-ablations"),
+        cfg!(feature = "tuning").then_some("tuning"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !features.is_empty() {
+        let _ = write!(cmd, " --features {}", features.join(","));
     }
     if !cfg!(target_arch = "x86_64") || emulated_cached() {
         let _ = write!(cmd, " --target {}", target_triple());
@@ -1891,6 +2023,7 @@ fn bench_uncontended_placed<F: Family, P: Place>(
 fn main() {
     let profile = Profile::from_env();
     let args = parse_args();
+    let tuning = tuning();
     let cal = calibrate();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let triple = target_triple();
@@ -1904,13 +2037,23 @@ fn main() {
             let locks = LOCKS
                 .iter()
                 .copied()
-                .filter(|l| l.runs_in(cell) && args.matches(&format!("{group}/{}", l.name())))
+                .filter(|l| {
+                    profile.locks.is_none_or(|only| only.contains(l))
+                        && l.runs_in(cell)
+                        && args.matches(&format!("{group}/{}", l.name()))
+                })
                 .collect();
             (cell, locks)
         })
         .filter(|(_, locks): &(Cell, Vec<LockId>)| !locks.is_empty())
         .collect();
 
+    // The locks of this profile, in `LOCKS` order.
+    let profile_locks: Vec<LockId> = LOCKS
+        .iter()
+        .copied()
+        .filter(|l| profile.locks.is_none_or(|only| only.contains(l)))
+        .collect();
     let mut ctx = Ctx { profile, cal, triple: triple.clone(), emulated, out: None };
     if args.benchmarking {
         let runs: usize = plan.iter().map(|(_, locks)| locks.len()).sum();
@@ -1936,16 +2079,29 @@ fn main() {
         let mut f = File::create(&path).expect("creating the results file");
         let meta = format!(
             "{{\"bench\":\"meta\",\"profile\":{},\"command\":{},\"target\":{},\"emulated\":{},\
-             \"unit_ns\":{},\"tick_ns\":{},\"reps\":{},\"window_ms\":{},\"locks\":[{}],{}}}\n",
+             \"unit_ns\":{},\"tick_ns\":{},\"reps\":{},\"window_ms\":{},\"locks\":[{}],\
+             \"tuning_feature\":{},\"tuning\":{{{}}},\"tuning_overrides\":[{}],{}}}\n",
             js(profile.name),
-            js(&command_line(profile, &args)),
+            js(&command_line(profile, &args, &tuning)),
             js(&triple),
             emulated,
             jn(cal.unit_ns),
             jn(cal.tick_ns),
             profile.reps,
             profile.window.as_millis(),
-            LOCKS.iter().map(|l| js(l.name())).collect::<Vec<_>>().join(","),
+            profile_locks.iter().map(|l| js(l.name())).collect::<Vec<_>>().join(","),
+            cfg!(feature = "tuning"),
+            tuning
+                .iter()
+                .map(|t| format!("{}:{}", js(t.name), t.value))
+                .collect::<Vec<_>>()
+                .join(","),
+            tuning
+                .iter()
+                .filter(|t| t.overridden)
+                .map(|t| js(t.name))
+                .collect::<Vec<_>>()
+                .join(","),
             machine_fields(&cpuinfo),
         );
         f.write_all(meta.as_bytes()).expect("writing the results file");
@@ -2002,6 +2158,9 @@ fn main() {
         }
 
         // Criterion.
+        if !profile.criterion {
+            continue;
+        }
         let mut group = c.benchmark_group(&group_name);
         group.throughput(Throughput::Elements(1));
         if !cell.is_uncontended() {
