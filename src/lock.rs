@@ -31,6 +31,12 @@ pub(crate) const STARVING: usize = 8;
 /// 16: `handoff/cs1000` 0.72 and 0.85 Mops/s, `contended/t2/cs100/think0`
 /// 6.38 and 6.81 (parking_lot 7.0), other two-thread and eight-thread cells
 /// within noise. 64 lost `handoff/cs1000` again (0.63). Intel Xeon VM.
+/// Swept over 4, 16 and 64 on the 2-core AMD EPYC VM (`benches/sweep.sh`,
+/// `benches/results/sweep-x86_64-amd-epyc.md`): not flat, a trade-off the
+/// other way round: 4 wins `handoff/cs1000` (0.97 and 0.89 Mops/s in two
+/// runs, against 0.76 and 0.77) and `t32/cs100/think1000`, and loses
+/// `t2/cs0/think0` (44 and 39 against 70 and 52); 64 loses
+/// `handoff/cs1000` (0.59) and is level elsewhere.
 const MAX_BACKOFF: u32 = 16;
 
 /// The ordering of the unlock's release of LOCKED: Release, except in the

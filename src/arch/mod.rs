@@ -38,7 +38,11 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// (full profile, cells `contended/t2/cs1000/think0`, `t8/cs1000/think0`,
 /// `t2/cs100/think0`, `t8/cs1000/think10000` and `handoff/cs1000`) found no
 /// difference beyond run-to-run noise: 0.74/0.75/0.78, 0.85/0.86/0.87,
-/// 6.6/6.5/7.3, 0.174/0.170/0.171 and 0.68/0.71/0.70 Mops/s.
+/// 6.6/6.5/7.3, 0.174/0.170/0.171 and 0.68/0.71/0.70 Mops/s (Intel Xeon VM).
+/// Swept again over 1, 2 and 4 µs on the 2-core AMD EPYC VM (`benches/sweep.sh`,
+/// the seven key inline cells, `benches/results/sweep-x86_64-amd-epyc.md`): flat, spinbit's
+/// throughput within 5 % in six cells and within noise in the seventh; 2 µs
+/// best or tied in all seven.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
 /// A thread that took a lock by spinning less than this long ago does not
@@ -57,6 +61,12 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// pass the lock back and forth around a 1 µs critical section
 /// (`handoff/cs1000`: 0.11 Mops/s at 2 µs, 0.74 at 500 ns, parking_lot 0.69),
 /// while `contended/t2/cs0/think0` keeps its gain (32.4 Mops/s at 500 ns).
+/// Intel Xeon VM. Swept over 0, 250, 500 and 1000 ns on the 2-core AMD EPYC
+/// VM (`benches/sweep.sh`, `benches/results/sweep-x86_64-amd-epyc.md`): flat within noise;
+/// 500 best at t8/cs0, t8/cs1000 and t32/cs1000, 0 (the rule off) at the
+/// others, and at `t2/cs0` 0 led in two runs (79 and 69 Mops/s against 59
+/// and 63), inside that cell's run-to-run spread (52-70): the rule does not
+/// measurably help on that CPU.
 pub(crate) const PING_PONG_NS: u64 = 500;
 
 /// A sleeper that has waited this long (since it first slept in its `lock`
@@ -68,7 +78,12 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// woken thread waits for a CPU, so a threshold near the time a futex wake
 /// takes (a few µs) would turn every contended unlock into a hand-off and
 /// convoy the lock; a much longer one lets the oldest waiter wait that much
-/// longer. See the crate docs for the bound it gives.
+/// longer. See the crate docs for the bound it gives. Swept over 250 µs,
+/// 1 ms and 4 ms on the 2-core AMD EPYC VM (`benches/sweep.sh`,
+/// `benches/results/sweep-x86_64-amd-epyc.md`): not flat below 1 ms, 250 µs collapses the
+/// 32-thread cells (t32/cs0 15 against 127 Mops/s, t32/cs1000 0.11 against
+/// 0.88: most unlocks become hand-offs); 4 ms is level or better
+/// (t32/cs100/think1000 1.46 against 1.14, with worse fairness).
 pub(crate) const STARVING_NS: u64 = 1_000_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
@@ -76,6 +91,10 @@ pub(crate) const STARVING_NS: u64 = 1_000_000;
 /// CASes on a line the holder owns, plus a read of the tail node). A
 /// quarter of [`STARVING_NS`], so a starving sleeper is noticed within
 /// about a quarter of its threshold by any thread that keeps spinning.
+/// Swept over 62.5 µs, 250 µs and 1 ms on the 2-core AMD EPYC VM
+/// (`benches/sweep.sh`, `benches/results/sweep-x86_64-amd-epyc.md`): flat within noise
+/// (1 ms 10 % lower at t32/cs1000 in one run); 250 µs best in five of the
+/// seven key cells.
 pub(crate) const LOOK_NS: u64 = 250_000;
 
 /// A tuning constant that the `tuning` feature lets the environment
