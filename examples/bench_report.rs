@@ -34,8 +34,11 @@ use plotters::prelude::*;
 
 #[path = "common/json.rs"]
 mod json;
+#[path = "common/report.rs"]
+mod report;
 
 use json::{Json, parse};
+use report::{f_sig, is_peer, median};
 
 // ---------------------------------------------------------------------------
 // The data
@@ -102,11 +105,6 @@ impl Row {
     }
 }
 
-/// spinbit itself and its ablations are not peers.
-fn is_peer(lock: &str) -> bool {
-    !lock.starts_with("spinbit")
-}
-
 /// One cell: its rows in file order.
 struct Cell {
     group: String,
@@ -146,16 +144,6 @@ impl Best {
                 value: f(r),
                 lock: r.lock.clone(),
             })
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -228,21 +216,6 @@ fn f_ns(x: f64) -> String {
         format!("{:.1} µs", x / 1e3)
     } else {
         format!("{:.1} ms", x / 1e6)
-    }
-}
-
-/// A ratio with two significant digits, however far from 1 it is.
-fn f_ratio(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else if x >= 0.1 || x == 0.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.1e}")
     }
 }
 
@@ -724,18 +697,18 @@ fn report(
             "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.group,
             f_mops(s.map_or(f64::NAN, |s| s.mops)),
-            f_ratio(r.thrpt),
+            f_sig(r.thrpt),
             r.thrpt_peer,
-            f_ratio(r.cpu),
+            f_sig(r.cpu),
             r.cpu_peer,
             f_num(r.fair, 2),
             named(f_num(r.peer_fair.value, 2), &r.peer_fair.lock),
             f_ns(r.p999),
             named(f_ns(r.peer_p999.value), &r.peer_p999.lock),
-            f_ratio(r.p999 / r.peer_p999.value),
+            f_sig(r.p999 / r.peer_p999.value),
             f_ns(r.max),
             named(f_ns(r.peer_max.value), &r.peer_max.lock),
-            f_ratio(r.max / r.peer_max.value),
+            f_sig(r.max / r.peer_max.value),
             f_num(c.others_cpu(), 2),
         )?;
     }
@@ -769,8 +742,8 @@ fn report(
                 split.group,
                 f_mops(mops(inline)),
                 f_mops(mops(split)),
-                f_ratio(ri.as_ref().map_or(f64::NAN, |r| r.thrpt)),
-                f_ratio(rs.as_ref().map_or(f64::NAN, |r| r.thrpt)),
+                f_sig(ri.as_ref().map_or(f64::NAN, |r| r.thrpt)),
+                f_sig(rs.as_ref().map_or(f64::NAN, |r| r.thrpt)),
                 ri.as_ref().map_or("-", |r| r.thrpt_peer.as_str()),
                 rs.as_ref().map_or("-", |r| r.thrpt_peer.as_str()),
             )?;
@@ -805,7 +778,7 @@ fn report(
                     "| `{}` | {name} | {} | {} | {} | {} | {} | {} | {} |",
                     c.group,
                     f_mops(r.mops),
-                    f_ratio(if best > 0.0 { r.mops / best } else { f64::NAN }),
+                    f_sig(if best > 0.0 { r.mops / best } else { f64::NAN }),
                     f_pct(r.timed_out),
                     f_num(r.cpu, 0),
                     f_num(r.fairness, 2),
@@ -845,7 +818,7 @@ fn report(
                     "| {layout} | {lock} | {} | {} | {} |",
                     f_num(plain_ns, 2),
                     f_num(ns(timed), 2),
-                    f_ratio(ns(timed) / plain_ns),
+                    f_sig(ns(timed) / plain_ns),
                 )?;
             }
             writeln!(w)?;

@@ -38,8 +38,11 @@ use std::fmt::Write as _;
 
 #[path = "common/json.rs"]
 mod json;
+#[path = "common/report.rs"]
+mod report;
 
 use json::{Json, parse};
+use report::{f_sig, is_peer, median};
 
 // ---------------------------------------------------------------------------
 // The data
@@ -141,20 +144,6 @@ fn default_of(name: &str) -> Option<f64> {
         .and_then(|(v, _)| v.trim().replace('_', "").parse().ok())
 }
 
-fn is_peer(lock: &str) -> bool {
-    !lock.starts_with("spinbit")
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// The peer row with the highest (`higher`) or lowest finite `f`.
 fn best_peer(rows: &[Row], f: fn(&Row) -> f64, higher: bool) -> Option<&Row> {
     rows.iter().filter(|r| is_peer(&r.lock) && f(r).is_finite()).reduce(|a, b| {
@@ -203,21 +192,6 @@ fn line(p: &Point, rows: &[Row], default: Option<f64>) -> Option<Line> {
 // Formatting
 // ---------------------------------------------------------------------------
 
-/// Two significant digits or so, however far from 1.
-fn f_num(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else if x >= 0.1 || x == 0.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.1e}")
-    }
-}
-
 /// `text` in bold if `best`.
 fn bold(text: String, best: bool) -> String {
     if best { format!("**{text}**") } else { text }
@@ -255,15 +229,15 @@ fn table(out: &mut String, lines: &[Line]) {
             "| {}{} | {} | {} ({}) | {} ({}) | {} / {} | {} | {} |",
             l.value,
             if l.is_default { " (default)" } else { "" },
-            bold(f_num(l.mops), b_mops == Some(i)),
-            bold(f_num(l.thrpt), b_thrpt == Some(i)),
+            bold(f_sig(l.mops), b_mops == Some(i)),
+            bold(f_sig(l.thrpt), b_thrpt == Some(i)),
             l.thrpt_peer,
-            bold(f_num(l.cpu), b_cpu == Some(i)),
+            bold(f_sig(l.cpu), b_cpu == Some(i)),
             l.cpu_peer,
-            bold(f_num(l.fair), b_fair == Some(i)),
-            f_num(l.peer_fair),
-            bold(f_num(l.max), b_max == Some(i)),
-            f_num(l.noise),
+            bold(f_sig(l.fair), b_fair == Some(i)),
+            f_sig(l.peer_fair),
+            bold(f_sig(l.max), b_max == Some(i)),
+            f_sig(l.noise),
         );
     }
 }
@@ -359,7 +333,7 @@ fn main() {
             let range = |f: fn(&Line) -> f64| {
                 let lo = lines.iter().map(f).fold(f64::INFINITY, f64::min);
                 let hi = lines.iter().map(f).fold(0.0, f64::max);
-                format!("{}-{}", f_num(lo), f_num(hi))
+                format!("{}-{}", f_sig(lo), f_sig(hi))
             };
             let _ = writeln!(
                 out,
@@ -441,8 +415,8 @@ fn main() {
             let _ = writeln!(
                 summary,
                 "| {g} | {best} | {}-{} | {:.0} % | {:.0} % |",
-                f_num(lo),
-                f_num(hi),
+                f_sig(lo),
+                f_sig(hi),
                 spread(lines.iter().map(|l| l.mops)),
                 peer_spread,
             );
