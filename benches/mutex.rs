@@ -1804,18 +1804,20 @@ struct Tuning {
 /// Parsed with the crate's rules; a bad value panics here, before anything
 /// is measured.
 fn tuning() -> Vec<Tuning> {
-    const SOURCES: [(&str, &str); 5] = [
-        ("SPIN_NS", include_str!("../src/arch/mod.rs")),
-        ("PING_PONG_NS", include_str!("../src/arch/mod.rs")),
-        ("STARVING_NS", include_str!("../src/arch/mod.rs")),
-        ("LOOK_NS", include_str!("../src/arch/mod.rs")),
-        ("MAX_BACKOFF", include_str!("../src/lock.rs")),
+    const SOURCE: &str = include_str!("../src/arch/mod.rs");
+    const NAMES: [&str; 6] = [
+        "SPIN_NS",
+        "PING_PONG_NS",
+        "PING_PONG_PAUSE_NS",
+        "MAX_LOOK_GAP_NS",
+        "STARVING_NS",
+        "LOOK_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
-    SOURCES
+    NAMES
         .iter()
-        .map(|&(name, src)| {
-            let default = src
+        .map(|&name| {
+            let default = SOURCE
                 .lines()
                 .map(|l| {
                     let l = l.trim_start();

@@ -4,8 +4,8 @@
 #   benches/sweep.sh CONSTANT VALUE...
 #   benches/sweep.sh SPIN_NS 1000 2000 4000
 #
-# CONSTANT is one of SPIN_NS, PING_PONG_NS, STARVING_NS, LOOK_NS (ns, in
-# src/arch/mod.rs) or MAX_BACKOFF (spin hints, in src/lock.rs). For each
+# CONSTANT is one of SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS,
+# MAX_LOOK_GAP_NS, STARVING_NS, LOOK_NS (ns, in src/arch/mod.rs). For each
 # VALUE it runs the benchmark's `sweep` profile (the key cells, spinbit and
 # its four portable peers, 3 reps of 200 ms windows, no criterion: about
 # 25 s on 2 cores) with the constant overridden through the `tuning`
@@ -32,9 +32,9 @@ fi
 constant=$1
 shift
 case $constant in
-  SPIN_NS | PING_PONG_NS | STARVING_NS | LOOK_NS | MAX_BACKOFF) ;;
+  SPIN_NS | PING_PONG_NS | PING_PONG_PAUSE_NS | MAX_LOOK_GAP_NS | STARVING_NS | LOOK_NS) ;;
   *)
-    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, STARVING_NS, LOOK_NS, MAX_BACKOFF)" >&2
+    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, LOOK_NS)" >&2
     exit 2
     ;;
 esac

@@ -8,7 +8,6 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use crate::arch::Knob;
 use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
 
 /// The mutex is held.
@@ -24,21 +23,6 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// sleeper starving; cleared by the stack owner whose hand-off or wake
 /// leaves no starving sleeper at the bottom.
 pub(crate) const STARVING: usize = 8;
-/// The most spin hints a spinner executes between two looks at the word.
-///
-/// Each look pulls the lock's cache line away from the holder, which then
-/// pays a transfer to re-take it. Measured with the full profile, 4 against
-/// 16: `handoff/cs1000` 0.72 and 0.85 Mops/s, `contended/t2/cs100/think0`
-/// 6.38 and 6.81 (parking_lot 7.0), other two-thread and eight-thread cells
-/// within noise. 64 lost `handoff/cs1000` again (0.63). Intel Xeon VM.
-/// Swept over 4, 16 and 64 on the 2-core AMD EPYC VM (`benches/sweep.sh`,
-/// `benches/results/sweep-x86_64-amd-epyc.md`): not flat, a trade-off the
-/// other way round: 4 wins `handoff/cs1000` (0.97 and 0.89 Mops/s in two
-/// runs, against 0.76 and 0.77) and `t32/cs100/think1000`, and loses
-/// `t2/cs0/think0` (44 and 39 against 70 and 52); 64 loses
-/// `handoff/cs1000` (0.59) and is level elsewhere.
-const MAX_BACKOFF: u32 = 16;
-
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
@@ -252,9 +236,11 @@ impl<P: Platform> Lock<P> {
         let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
         // We own the SPINNING bit.
         let mut spinner = false;
-        // One spin episode per arrival and per wake, but none on arrival if
-        // we took the lock by spinning moments ago (see `arch::PING_PONG_NS`).
-        let mut may_spin = P::SPIN != SpinPolicy::Never && !P::spun_recently();
+        // One spin episode per arrival and per wake.
+        let mut may_spin = P::SPIN != SpinPolicy::Never;
+        // The arrival's episode starts with a pause if we took the lock by
+        // spinning moments ago (see `spin`).
+        let mut ping_pong = may_spin && P::spun_recently();
         // We were just woken from the tail: spin even beside a spinner, so
         // the oldest waiter is not beaten by the spinner every time.
         let mut from_tail = false;
@@ -302,7 +288,9 @@ impl<P: Platform> Lock<P> {
                 if spinner || from_tail || P::SPIN == SpinPolicy::All {
                     may_spin = false;
                     P::record(Event::Spun);
-                    match self.spin(spinner) {
+                    let pause = ping_pong;
+                    ping_pong = false;
+                    match self.spin(spinner, pause) {
                         Ok(started) => {
                             P::note_spin_acquire();
                             if P::look_due(started) {
@@ -326,8 +314,7 @@ impl<P: Platform> Lock<P> {
             // yield, 1.66 with it; parking_lot 1.73). One yield only: a
             // thread that yields again and again is busy work when nobody
             // thinks (`contended/t32/cs0/think0`: 48 Mops/s with one yield,
-            // 23 with four). Not after the ping-pong rule, which wants a sleep.
-            // (Intel Xeon VM.)
+            // 23 with four). (Intel Xeon VM.)
             if may_yield && !starving && !spinner && s.addr() & SPINNING != 0 {
                 may_yield = false;
                 P::yield_now();
@@ -399,6 +386,9 @@ impl<P: Platform> Lock<P> {
                     from_tail = next.is_null();
                     spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
                     may_spin = P::SPIN != SpinPolicy::Never;
+                    // A woken thread looks at once: it was away too long for
+                    // a ping-pong.
+                    ping_pong = false;
                     s = self.state.load(Relaxed);
                 }
                 Err(now) => s = now,
@@ -578,13 +568,24 @@ impl<P: Platform> Lock<P> {
     /// looks free (a lost race does not end the episode); then yield the CPU
     /// once. Returns the tick count at the start if the lock was taken, else
     /// a fresh look at the word. Starvation mode ends the episode at once.
-    fn spin(&self, spinner: bool) -> Result<u64, *mut Node<P>> {
+    ///
+    /// With `ping_pong` (this thread took the lock by spinning moments ago,
+    /// see `arch::PING_PONG_NS`), the episode starts with a pause without
+    /// looks (`arch::PING_PONG_PAUSE_NS`): two threads that re-take the lock
+    /// at once would otherwise trade it on every acquisition, each trade a
+    /// cross-core transfer of the line, while the holder runs a batch of
+    /// acquisitions from its own cache during the pause.
+    fn spin(&self, spinner: bool, ping_pong: bool) -> Result<u64, *mut Node<P>> {
         let (started, deadline) = P::spin_deadline();
+        if ping_pong {
+            P::record(Event::PingPongPause);
+            P::ping_pong_pause(started);
+        }
         let mut s = self.state.load(Relaxed);
-        // Spin hints between two looks at the word, doubling up to
-        // MAX_BACKOFF: each look pulls the cache line away from the holder.
-        // (`tuned`: the constant itself unless the `tuning` feature overrides it.)
-        let max_backoff = crate::arch::tuned(Knob::MaxBackoff, MAX_BACKOFF as u64) as u32;
+        // Spin hints between two looks at the word, doubling up to the
+        // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
+        // line away from the holder.
+        let max_backoff = P::max_backoff();
         let mut backoff = 1;
         loop {
             if s.addr() & LOCKED == 0 {

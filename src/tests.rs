@@ -579,6 +579,56 @@ fn two_threads_take_turns() {
     take_turns::<Native>("two_threads_take_turns", if cfg!(miri) { 20 } else { 5_000 });
 }
 
+/// Two threads that re-take the lock at once (empty critical sections, no
+/// think time), until the ping-pong pause has run `min` times or `rounds`
+/// rounds of 100k acquisitions each are over. Returns the events.
+fn ping_pong<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    min: u64,
+    rounds: u32,
+) -> Events {
+    let mut total = Events::default();
+    for _ in 0..rounds {
+        let g = Guarded::<P>::new();
+        let round = Mutex::new(Events::default());
+        thread::scope(|s| {
+            for _ in 0..2 {
+                let round = &round;
+                let g = &g;
+                s.spawn(move || {
+                    let _tally = Tally(round);
+                    (0..100_000).for_each(|_| g.increment());
+                });
+            }
+        });
+        assert_eq!(g.value(), 200_000, "lost updates: mutual exclusion failed");
+        assert_eq!(g.word(), 0, "lock left dirty");
+        total.add(&round.into_inner().unwrap());
+        if total.get(Event::PingPongPause) >= min {
+            break;
+        }
+    }
+    total
+}
+
+/// A thread that took the lock by spinning and finds it taken again at
+/// once pauses before its first look, and then still takes the lock.
+#[test]
+#[cfg_attr(miri, ignore = "timing-dependent; needs real parallel threads")]
+fn ping_pong_spinners_pause() {
+    let events = ping_pong::<Native>(200, 20);
+    eprintln!("ping_pong_spinners_pause: {events:?}");
+    assert!(events.get(Event::PingPongPause) >= 200, "too few ping-pong pauses: {events:?}");
+}
+
+/// The check above can fail: without spinning nobody pauses.
+#[test]
+#[cfg_attr(miri, ignore = "timing-dependent; needs real parallel threads")]
+fn ping_pong_pause_check_fails_without_spinning() {
+    let events = ping_pong::<NoSpin>(1, 1);
+    assert_eq!(events.get(Event::PingPongPause), 0, "{events:?}");
+    assert!(events.get(Event::Parked) > 0, "the run did not contend: {events:?}");
+}
+
 #[test]
 fn exclusion_with_short_critical_sections() {
     hammer::<Native>(4, if cfg!(miri) { 50 } else { 100_000 });

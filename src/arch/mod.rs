@@ -45,8 +45,10 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// best or tied in all seven.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
-/// A thread that took a lock by spinning less than this long ago does not
-/// spin for it again: it sleeps at once.
+/// A thread that took a lock by spinning less than this long ago and finds
+/// it held again is in a ping-pong: it spins lazily (see
+/// [`PING_PONG_PAUSE_NS`]). Until the change described there it slept at
+/// once instead.
 ///
 /// With two threads that re-take the lock as soon as they release it, a
 /// spinner catches every release, and the lock then changes hands on every
@@ -66,8 +68,52 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// 500 best at t8/cs0, t8/cs1000 and t32/cs1000, 0 (the rule off) at the
 /// others, and at `t2/cs0` 0 led in two runs (79 and 69 Mops/s against 59
 /// and 63), inside that cell's run-to-run spread (52-70): the rule does not
-/// measurably help on that CPU.
+/// measurably help on that CPU. Those measurements are of the rule that
+/// slept; the window itself was not swept again with the lazy spin.
 pub(crate) const PING_PONG_NS: u64 = 500;
+
+/// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
+/// first look at the lock word. The pause falls inside the spin budget
+/// ([`SPIN_NS`]), so the episode ends at the same time as any other.
+///
+/// Two threads that re-take the lock as soon as they release it trade it on
+/// nearly every acquisition when the waiting one looks at once: a spinner
+/// catches the release on its first or second look, and each trade is a
+/// cross-core transfer of the line. Sleeping instead (the rule's first
+/// form) makes the pair alternate in batches, but each batch costs a push,
+/// a futex wait and a wake, and on the 2-core AMD EPYC VM the sleeper was
+/// back after ~70 acquisitions: `contended-inline/t2/cs0/think0` 44-62
+/// Mops/s against parking_lot 0.13's 86-110 (4 runs of the sweep profile).
+/// Pausing first lets the holder run its acquisitions back to back from its
+/// own cache, and the pair alternates in batches without sleeping: 116-117
+/// against 107-118, and `t32/cs0/think0` 117-133 against 81-110 before
+/// (2 runs). Swept on that VM (`benches/sweep.sh`, sweep profile, 2 runs
+/// per value): 1000 ns 103-109, 1500 ns 116-117, 2000 ns 116-119 Mops/s at
+/// `t2/cs0`, the other six key cells within noise of each other; in an
+/// earlier build, 500 ns was too short (88, one run). 1.5 µs: inside the
+/// flat range, leaving a quarter of the budget for looks.
+pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
+
+/// The longest a spinner goes between two looks at the lock word: the
+/// spin hints between looks double from one up to this long, measured in
+/// hints with the hint's cost calibrated once per process
+/// ([`hints_in_ns`]), since that cost varies tenfold between x86 cores.
+///
+/// Each look pulls the lock's cache line away from the holder, which then
+/// pays a transfer to re-take it; a long gap lets a release go unnoticed.
+/// This replaced a cap of 16 hints, whose optimum moved with the CPU: on an
+/// Intel Xeon VM, 4 against 16 hints gave `handoff/cs1000` 0.72 and 0.85
+/// Mops/s (64: 0.63); on the 2-core AMD EPYC VM (PAUSE ~27 ns), 4 won
+/// `handoff/cs1000` (0.97 and 0.89 against 0.76 and 0.77) and lost `t2/cs0`
+/// before the lazy ping-pong spin existed
+/// (`benches/results/sweep-x86_64-amd-epyc.md`). Swept in time on the EPYC
+/// VM with the lazy spin (`benches/sweep.sh`, 2 runs per value):
+/// `handoff-inline/cs1000` 0.84-0.92 Mops/s at 100 ns, 0.78-0.89 at 200,
+/// 0.73-0.76 at 400 (usync 0.83-0.90 in the same runs; 0.71-0.74 with the
+/// 16-hint cap); `t2/cs0` 110-117 at all three; the other key cells within
+/// noise. 200 ns (7 hints there): in the flat range, and the longer side of
+/// it, where the Xeon measurement points.
+pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
 /// A sleeper that has waited this long (since it first slept in its `lock`
 /// call) is starving: the stack owner that judges it sets STARVING, and from
@@ -102,15 +148,17 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Knob {
     /// [`SPIN_NS`].
-    SpinNs,
+    Spin,
     /// [`PING_PONG_NS`].
-    PingPongNs,
+    PingPong,
     /// [`STARVING_NS`].
-    StarvingNs,
+    Starving,
     /// [`LOOK_NS`].
-    LookNs,
-    /// `MAX_BACKOFF` in `crate::lock`.
-    MaxBackoff,
+    Look,
+    /// [`PING_PONG_PAUSE_NS`].
+    PingPongPause,
+    /// [`MAX_LOOK_GAP_NS`].
+    MaxLookGap,
 }
 
 impl Knob {
@@ -118,20 +166,12 @@ impl Knob {
     #[cfg(feature = "tuning")]
     fn name(self) -> &'static str {
         match self {
-            Knob::SpinNs => "SPIN_NS",
-            Knob::PingPongNs => "PING_PONG_NS",
-            Knob::StarvingNs => "STARVING_NS",
-            Knob::LookNs => "LOOK_NS",
-            Knob::MaxBackoff => "MAX_BACKOFF",
-        }
-    }
-
-    /// The largest value the constant's type holds.
-    #[cfg(feature = "tuning")]
-    fn max(self) -> u64 {
-        match self {
-            Knob::MaxBackoff => u32::MAX.into(),
-            _ => u64::MAX,
+            Knob::Spin => "SPIN_NS",
+            Knob::PingPong => "PING_PONG_NS",
+            Knob::Starving => "STARVING_NS",
+            Knob::Look => "LOOK_NS",
+            Knob::PingPongPause => "PING_PONG_PAUSE_NS",
+            Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
         }
     }
 }
@@ -146,12 +186,12 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 /// The value of a tuning constant: the environment variable
 /// `SPINBIT_<name>` if it is set, else `default`. Read once per process, at
 /// the constant's first use (a slow path), and cached; a value that is not a
-/// non-negative integer in the constant's range panics, naming the variable.
+/// non-negative integer that fits a `u64` panics, naming the variable.
 #[cfg(feature = "tuning")]
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 5] = [const { OnceLock::new() }; 5];
+    static VALUES: [OnceLock<u64>; 6] = [const { OnceLock::new() }; 6];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 
@@ -163,8 +203,7 @@ fn read_tuning(knob: Knob, default: u64) -> u64 {
         Err(std::env::VarError::NotPresent) => default,
         Err(e) => panic!("spinbit (feature `tuning`): {var}: {e}"),
         Ok(text) => match text.trim().replace('_', "").parse::<u64>() {
-            Ok(v) if v <= knob.max() => v,
-            Ok(v) => panic!("spinbit (feature `tuning`): {var}={v}: above {}", knob.max()),
+            Ok(v) => v,
             Err(e) => panic!(
                 "spinbit (feature `tuning`): {var}={text:?} is not a non-negative integer: {e}"
             ),
@@ -176,6 +215,46 @@ fn read_tuning(knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn ns_to_ticks(ns: u64) -> u64 {
     ns.saturating_mul(ticks_per_us()) / 1_000
+}
+
+/// How many spin hints take about `ns` nanoseconds on this CPU (at least
+/// one). The hint's cost is measured once per process, the first time a
+/// spinner needs it: the best of four runs of 256 hints, timed with
+/// [`ticks`] (an interrupt can only lengthen a run).
+#[inline]
+pub(crate) fn hints_in_ns(ns: u64) -> u32 {
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // Hints per millisecond; 0 until measured.
+    static HINTS_PER_MS: AtomicU64 = AtomicU64::new(0);
+    let per_ms = match HINTS_PER_MS.load(Relaxed) {
+        0 => {
+            let rate = measure_hints_per_ms();
+            // Relaxed: the value is self-contained; racing measurements
+            // store near-identical values.
+            HINTS_PER_MS.store(rate, Relaxed);
+            rate
+        }
+        rate => rate,
+    };
+    u32::try_from(ns.saturating_mul(per_ms) / 1_000_000).unwrap_or(u32::MAX).max(1)
+}
+
+#[cold]
+fn measure_hints_per_ms() -> u64 {
+    const HINTS: u64 = 256;
+    let best = (0..4)
+        .map(|_| {
+            let t0 = ticks();
+            for _ in 0..HINTS {
+                spin_hint();
+            }
+            ticks().wrapping_sub(t0)
+        })
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    // HINTS hints in `best` ticks; ticks_per_us() * 1000 ticks per ms.
+    (HINTS.saturating_mul(ticks_per_us()).saturating_mul(1_000) / best).max(1)
 }
 
 /// Returns the tick count at which a spin of `ns` nanoseconds that starts now
@@ -228,6 +307,19 @@ mod tests {
         let rate = ticks_per_us();
         // From a 1 MHz counter to a 10 GHz one.
         assert!((1..=10_000).contains(&rate), "ticks per µs = {rate}");
+    }
+
+    #[test]
+    fn hints_in_ns_take_about_that_long() {
+        assert_eq!(hints_in_ns(0), 1, "at least one hint");
+        let n = hints_in_ns(200_000);
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            spin_hint();
+        }
+        // Lower bound only (the calibration keeps the fastest of its runs,
+        // so the count is never too small): a busy machine may stretch it.
+        assert!(t0.elapsed() >= std::time::Duration::from_micros(100), "{n} hints");
     }
 
     #[test]

@@ -177,10 +177,20 @@ pub(crate) trait Platform: Sized + 'static {
     #[inline(always)]
     fn note_spin_acquire() {}
     /// Whether this thread took the lock by spinning so recently that
-    /// spinning again would only start a ping-pong (see `lock_slow`).
+    /// looking at once would only start a ping-pong (see `Lock::spin`).
     #[inline(always)]
     fn spun_recently() -> bool {
         false
+    }
+    /// A spinner in a ping-pong waits here, before its first look, until a
+    /// while after `started` (the spin's start tick). A pure delay: the
+    /// model skips it.
+    #[inline(always)]
+    fn ping_pong_pause(_started: u64) {}
+    /// The most spin hints between two looks at the word.
+    #[inline(always)]
+    fn max_backoff() -> u32 {
+        8
     }
     /// Whether this thread, which just took the lock by spinning at tick
     /// `now`, should look at the oldest sleeper (rate-limited per thread, in
@@ -246,8 +256,10 @@ pub(crate) enum Event {
     /// A timed waiter's deadline passed while it held SPINNING, and it
     /// gave the bit up (or took the lock, which was free).
     GaveUpSpinning,
+    /// A spinner in a ping-pong paused before its first look.
+    PingPongPause,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::GaveUpSpinning as usize + 1;
+pub(crate) const EVENTS: usize = Event::PingPongPause as usize + 1;

@@ -81,7 +81,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline(always)]
     fn spin_deadline() -> (u64, u64) {
         let now = arch::ticks();
-        (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::SpinNs, arch::SPIN_NS))))
+        (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Spin, arch::SPIN_NS))))
     }
     #[inline]
     fn note_spin_acquire() {
@@ -91,7 +91,23 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
         arch::ticks().wrapping_sub(last)
-            < arch::ticks_per_us() * arch::tuned(Knob::PingPongNs, arch::PING_PONG_NS) / 1_000
+            < arch::ticks_per_us() * arch::tuned(Knob::PingPong, arch::PING_PONG_NS) / 1_000
+    }
+    #[inline]
+    fn ping_pong_pause(started: u64) {
+        let until = started.wrapping_add(arch::ns_to_ticks(arch::tuned(
+            Knob::PingPongPause,
+            arch::PING_PONG_PAUSE_NS,
+        )));
+        while arch::ticks() < until {
+            for _ in 0..4 {
+                arch::spin_hint();
+            }
+        }
+    }
+    #[inline]
+    fn max_backoff() -> u32 {
+        arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS))
     }
     #[inline]
     fn look_due(now: u64) -> bool {
@@ -100,7 +116,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         NEXT_LOOK.with(|next| {
             if now.wrapping_sub(next.get()) as i64 >= 0 {
                 next.set(
-                    now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::LookNs, arch::LOOK_NS))),
+                    now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Look, arch::LOOK_NS))),
                 );
                 true
             } else {
@@ -111,7 +127,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn starving(since: u64) -> bool {
         arch::ticks().wrapping_sub(since)
-            > arch::ns_to_ticks(arch::tuned(Knob::StarvingNs, arch::STARVING_NS))
+            > arch::ns_to_ticks(arch::tuned(Knob::Starving, arch::STARVING_NS))
     }
     #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
