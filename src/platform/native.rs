@@ -30,12 +30,20 @@ pub(crate) type ThreadPark = NativeWith<super::park::ThreadParker, SPIN_ONE, 0>;
 /// under real threads.
 #[cfg(test)]
 pub(crate) type MixedWake = NativeWith<OsParker, SPIN_ONE, 2>;
+/// The spin bit's algorithm with a ping-pong window of 10 ms instead of
+/// `arch::PING_PONG_NS`: nearly every arrival of a thread that spun pauses,
+/// so that tests reach the pause however slowly the threads run
+/// (sanitizers, emulators).
+#[cfg(test)]
+pub(crate) type WidePingPong = NativeWith<OsParker, SPIN_ONE_WIDE_PING_PONG, 0>;
 
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
 pub(crate) const SPIN_NEVER: u8 = 1;
 #[cfg(any(test, feature = "bench-ablations"))]
 pub(crate) const SPIN_ALL: u8 = 2;
+#[cfg(test)]
+pub(crate) const SPIN_ONE_WIDE_PING_PONG: u8 = 3;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -56,9 +64,9 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     type Cell<T: Copy> = PlainCell<T>;
     type Parker = K;
     const SPIN: SpinPolicy = match SPIN {
-        0 => SpinPolicy::One,
         1 => SpinPolicy::Never,
-        _ => SpinPolicy::All,
+        2 => SpinPolicy::All,
+        _ => SpinPolicy::One,
     };
     const MAX_PASSES: u32 = MAX_PASSES;
 
@@ -90,8 +98,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
-        arch::ticks().wrapping_sub(last)
-            < arch::ticks_per_us() * arch::tuned(Knob::PingPong, arch::PING_PONG_NS) / 1_000
+        // SPIN 3 (test builds only): a 10 ms window.
+        let window_ns =
+            if SPIN == 3 { 10_000_000 } else { arch::tuned(Knob::PingPong, arch::PING_PONG_NS) };
+        arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * window_ns / 1_000
     }
     #[inline]
     fn ping_pong_pause(started: u64) {
