@@ -309,7 +309,13 @@ mod tests {
         assert!((1..=10_000).contains(&rate), "ticks per µs = {rate}");
     }
 
+    // x86_64 only: the aarch64 tests run under qemu, whose loops speed up
+    // once translated and whose counter is not the hardware's (it failed
+    // there with a factor of 2-4); and not under Miri, which interprets
+    // every hint.
     #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(miri, ignore = "timing on an interpreter")]
     fn hints_in_ns_take_about_that_long() {
         assert_eq!(hints_in_ns(0), 1, "at least one hint");
         let n = hints_in_ns(200_000);
@@ -318,7 +324,7 @@ mod tests {
             spin_hint();
         }
         // Lower bound only (the calibration keeps the fastest of its runs,
-        // so the count is never too small): a busy machine may stretch it.
+        // so the count is not too small): a busy machine may stretch it.
         assert!(t0.elapsed() >= std::time::Duration::from_micros(100), "{n} hints");
     }
 
