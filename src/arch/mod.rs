@@ -81,9 +81,9 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// catches the release on its first or second look, and each trade is a
 /// cross-core transfer of the line. Sleeping instead (the rule's first
 /// form) makes the pair alternate in batches, but each batch costs a push,
-/// a futex wait and a wake, and on the 2-core AMD EPYC VM the sleeper was
-/// back after ~70 acquisitions: `contended-inline/t2/cs0/think0` 44-62
-/// Mops/s against parking_lot 0.13's 86-110 (4 runs of the sweep profile).
+/// a futex wait and a wake, and the batches were short: on the 2-core AMD
+/// EPYC VM, `contended-inline/t2/cs0/think0` 44-62 Mops/s against
+/// parking_lot 0.13's 86-110 (4 runs of the sweep profile).
 /// Pausing first lets the holder run its acquisitions back to back from its
 /// own cache, and the pair alternates in batches without sleeping: 116-117
 /// against 107-118, and `t32/cs0/think0` 117-133 against 81-110 before

@@ -42,7 +42,7 @@ pub(crate) const SPIN_ONE: u8 = 0;
 pub(crate) const SPIN_NEVER: u8 = 1;
 #[cfg(any(test, feature = "bench-ablations"))]
 pub(crate) const SPIN_ALL: u8 = 2;
-#[cfg(test)]
+/// As `SPIN_ONE`, with a 10 ms ping-pong window (`WidePingPong`, tests only).
 pub(crate) const SPIN_ONE_WIDE_PING_PONG: u8 = 3;
 
 std::thread_local! {
@@ -98,9 +98,11 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
-        // SPIN 3 (test builds only): a 10 ms window.
-        let window_ns =
-            if SPIN == 3 { 10_000_000 } else { arch::tuned(Knob::PingPong, arch::PING_PONG_NS) };
+        let window_ns = if SPIN == SPIN_ONE_WIDE_PING_PONG {
+            10_000_000
+        } else {
+            arch::tuned(Knob::PingPong, arch::PING_PONG_NS)
+        };
         arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * window_ns / 1_000
     }
     #[inline]
