@@ -77,12 +77,24 @@
 //!
 //! Under oversubscription a spinner nearly always exists, so unlocks would
 //! almost never wake anyone, and a woken waiter can lose the lock to running
-//! threads again and again. So the oldest sleeper is *judged*: if it has been
-//! waiting (since it first slept in this `lock` call) for over 1 ms, the judge
-//! sets `STARVING`. Judges are every thread that owns the stack to wake a
-//! sleeper (it reads the clock before its futex wake), and every thread that
-//! has just taken the lock by spinning, at most once per 250 µs per thread
-//! (a rate in time only, so short-lived threads judge too).
+//! threads again and again. So every sleeper *judges itself*: its sleep has a
+//! timeout 2 ms after it first slept in this `lock` call. If the timeout
+//! fires while its node is still on the stack, the thread takes
+//! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
+//! stack (sleepers that marked themselves earlier stay below it), sets
+//! `STARVING`, and gives the stack back as a timed waiter that leaves does
+//! (if the lock is free by then, it takes it back and hands it over itself).
+//! Then it waits awake, yielding, for up to 50 µs: the hand-off usually
+//! comes within one critical section, and a recipient that is already
+//! running spares the lock the wake latency. After that it sleeps without a
+//! timeout. No other thread has to notice it.
+//!
+//! Other threads judge too, by age, as a backstop (a sleeper whose timer
+//! has fired but which has not run yet): every thread that owns the stack
+//! to wake a sleeper (it reads the clock before its futex wake), and every
+//! thread that has just taken the lock by spinning, at most once per 250 µs
+//! per thread, treat an oldest sleeper that has waited over twice the
+//! threshold (4 ms) as starving.
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper: it takes `STACK_LOCKED` while still holding `LOCKED`,
@@ -96,20 +108,23 @@
 //! free takes `LOCKED` back and hands it over; if somebody took the lock
 //! first, it sets `STARVING` and that holder's unlock hands over.
 //!
-//! **The bound.** Every wake and hand-off takes the oldest sleeper, so a
-//! sleeper with `k` sleepers below it is served (woken or handed the lock)
-//! after at most `k` wakes or hand-offs. Once the oldest sleeper has waited
-//! 1 ms and has been judged, it owns the lock after at most one more critical
-//! section: the current holder's unlock hands it over, except when that
-//! unlock read the word just before `STARVING` was set; then that unlock
-//! takes the lock back for it, or the one thread that took the lock first
-//! hands it over at its own unlock (it acquired after `STARVING` was set, so
-//! its unlock sees it). The judgement itself comes at the next wake, or at
-//! the next spin acquisition of a thread that has not judged in the last
-//! 250 µs; when neither happens, no spinner is taking the lock, so the
-//! unlocks wake sleepers, oldest first. The price of a hand-off is that the
-//! lock stays held while the woken thread waits for a CPU; that is why it is
-//! kept for starving waiters and for explicit fair unlocks.
+//! **The bound.** A sleeper that has waited 2 ms marks itself starving as
+//! soon as its timer wake runs. From then on it waits for at most `m + 1`
+//! critical sections, where `m` is the number of sleepers that marked
+//! themselves before it (they are the only ones below it): each hand-off
+//! takes the bottom sleeper and keeps `STARVING` set while the next one up
+//! is marked, so the hand-offs serve the marked sleepers bottom up, one
+//! critical section each, and ours is never passed over. The first of them
+//! comes at the current holder's unlock, except when that unlock read the
+//! word just before `STARVING` was set; then that unlock takes the lock back
+//! for the bottom sleeper, or the one thread that took the lock first hands
+//! it over at its own unlock (it acquired after `STARVING` was set, so its
+//! unlock sees it). Each of these steps needs only the holder to run; what
+//! the bound cannot include is time the OS keeps a runnable holder or
+//! recipient off the CPU. The price of a hand-off is that the lock stays
+//! held while the recipient waits for a CPU; that is why it is kept for
+//! starving waiters (who wait for it awake at first) and for explicit fair
+//! unlocks.
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
 //! hands the lock directly to the oldest sleeper if one exists (a waiter

@@ -57,6 +57,10 @@ pub(crate) struct Node<P: Platform> {
     /// ([`Platform::now`] ticks); it does not restart when the thread sleeps
     /// again, so it measures how long the thread has been kept waiting.
     since: P::Cell<u64>,
+    /// Set by the thread itself, owning the stack, when its timed sleep
+    /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
+    /// then on it counts as starving.
+    starved: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -70,6 +74,7 @@ impl<P: Platform> Node<P> {
             handed_spin: NodeCell::new(false),
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
+            starved: NodeCell::new(false),
             parker: Parker::new(),
         }
     }
@@ -100,6 +105,17 @@ fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
 fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
     let a = old.addr();
     (a & (SPINNING | STACK_LOCKED) == 0 && a > FLAGS) || a & STARVING != 0
+}
+
+/// Whether `node` starves: it marked itself so when its timed sleep ran
+/// out (see `Lock::starve`), or the platform judges its wait too long.
+///
+/// # Safety
+/// The caller owns the stack and `node` is linked.
+#[inline(always)]
+unsafe fn starves<P: Platform>(node: *mut Node<P>) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).starved.get() || P::starving((*node).since.get()) }
 }
 
 /// The lock: one word.
@@ -248,6 +264,8 @@ impl<P: Platform> Lock<P> {
         let mut may_yield = P::SPIN == SpinPolicy::One && may_spin;
         // We have slept at least once (`node.since` is set).
         let mut slept = false;
+        // We marked ourselves starving (`node.starved` is set).
+        let mut marked = false;
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -348,14 +366,7 @@ impl<P: Platform> Lock<P> {
                 Ok(_) => {
                     P::record(Event::Parked);
                     slept = true;
-                    let woken = match deadline {
-                        None => {
-                            node.parker.park();
-                            true
-                        }
-                        Some(d) => node.parker.park_until(d),
-                    };
-                    if !woken {
+                    if !self.sleep(&node, me, deadline, &mut marked) {
                         // SAFETY: our node is (or was) on this lock's stack.
                         if unsafe { self.leave(me) } {
                             P::record(Event::TimedOut);
@@ -392,6 +403,210 @@ impl<P: Platform> Lock<P> {
                     s = self.state.load(Relaxed);
                 }
                 Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Sleeps on our node (just pushed) until woken: returns `true`, or
+    /// `false` if `deadline` came first.
+    ///
+    /// Unless we already did in this `lock` call, the sleep also ends at
+    /// the platform's starvation deadline ([`Platform::starve_deadline`]):
+    /// then we mark ourselves starving and move to the bottom of the stack
+    /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
+    /// that marked itself before us), and wait awake a moment for that
+    /// hand-off before we sleep again. The bound on waiting rests on this
+    /// step alone: it needs no other thread to notice us.
+    #[inline(always)]
+    fn sleep(
+        &self,
+        node: &Node<P>,
+        me: *mut Node<P>,
+        deadline: Option<Deadline<P>>,
+        marked: &mut bool,
+    ) -> bool {
+        loop {
+            let starve_at = if *marked {
+                None
+            } else {
+                // SAFETY: only we write `since`, and we wrote it before the
+                // push; stack owners only read it.
+                P::starve_deadline(unsafe { node.since.get() })
+            };
+            // The earlier of the two deadlines, and whether it is the
+            // starvation one.
+            let (until, starving) = match (deadline, starve_at) {
+                (None, None) => {
+                    node.parker.park();
+                    return true;
+                }
+                (Some(d), None) => (d, false),
+                (None, Some(t)) => (t, true),
+                (Some(d), Some(t)) => {
+                    if t < d {
+                        (t, true)
+                    } else {
+                        (d, false)
+                    }
+                }
+            };
+            if node.parker.park_until(until) {
+                return true;
+            }
+            if !starving {
+                return false;
+            }
+            *marked = true;
+            // SAFETY: our node is (or was) on this lock's stack.
+            if !unsafe { self.starve(me) } {
+                // Popped before we took the stack: the popper's wake store
+                // is on its way, and our node must live until it lands.
+                P::record(Event::PoppedWhileStarving);
+                node.parker.park();
+                return true;
+            }
+            if P::wait_awake(|| node.parker.unparked()) {
+                return true;
+            }
+        }
+    }
+
+    /// Our timed sleep ran until the starvation deadline: if our node is
+    /// still on the stack, mark it starving, move it to the bottom (the end
+    /// hand-offs serve first; sleepers that marked themselves earlier stay
+    /// below it) and set STARVING, so that the holder's unlock hands the
+    /// lock over. Returns `false` if a stack owner popped the node before
+    /// we took the stack (its wake is on its way).
+    ///
+    /// We take the stack as `leave` does, and give it back as it does
+    /// (`release_after_leave`): unlocks that found it owned left their
+    /// wakes to us, and if the lock is free by then we hand it over
+    /// ourselves, to the bottom sleeper (maybe us).
+    ///
+    /// # Safety
+    /// `me` is the caller's node, pushed onto this lock's stack since it was
+    /// last popped.
+    #[cold]
+    unsafe fn starve(&self, me: *mut Node<P>) -> bool {
+        let mut s = self.take_stack();
+        // SAFETY: we own the stack.
+        let linked = unsafe { self.move_to_bottom(&mut s, me) };
+        if linked {
+            P::record(Event::Starved);
+            // SAFETY: we own the stack and our node is linked: stack owners
+            // read `starved`, and none runs while we own it.
+            unsafe { (*me).starved.set(true) };
+            while s.addr() & STARVING == 0 {
+                // Success Relaxed: we keep the stack, and give it back with
+                // Release below. Failure Acquire: the word changed (a push,
+                // the lock taken or released), and `release_after_leave`
+                // may walk the nodes pushed meanwhile. (With STARVING set it
+                // walks them only after `serve`'s Acquire retake, which
+                // covers them too, so no model can tell this Acquire from
+                // Relaxed; it keeps the rule that a failure value that can
+                // lead to a walk is acquired.)
+                match self.state.compare_exchange(s, s.map_addr(|a| a | STARVING), Relaxed, Acquire)
+                {
+                    Ok(_) => s = s.map_addr(|a| a | STARVING),
+                    Err(now) => s = now,
+                }
+            }
+        }
+        if P::FAULT == Fault::StarveDropsWake {
+            // Broken on purpose: the stack is given back without the wake
+            // that unlocks which found it owned left to us.
+            self.state.fetch_and(!STACK_LOCKED, Release);
+            return linked;
+        }
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
+        linked
+    }
+
+    /// Takes STACK_LOCKED without holding LOCKED, waiting while another
+    /// thread owns the stack (stack owners never block and give it back
+    /// after a bounded number of steps). Returns the word, with
+    /// STACK_LOCKED, as the successful CAS left it.
+    fn take_stack(&self) -> *mut Node<P> {
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if s.addr() & STACK_LOCKED != 0 {
+                P::wait_for_stack();
+                s = self.state.load(Relaxed);
+                continue;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => return s.map_addr(|a| a | STACK_LOCKED),
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Moves `me` to the bottom of the stack if it is linked; returns
+    /// whether it was. `s` is a recent value of the word and is kept up to
+    /// date.
+    ///
+    /// # Safety
+    /// We own the stack (`s` has STACK_LOCKED).
+    unsafe fn move_to_bottom(&self, s: &mut *mut Node<P>, me: *mut Node<P>) -> bool {
+        loop {
+            let top = head(*s);
+            if top.is_null() {
+                return false;
+            }
+            // SAFETY: we own the stack: its nodes stay linked and their
+            // threads blocked (or, like us, waiting for the stack) until a
+            // stack owner unlinks them, and we alone write links.
+            unsafe {
+                // Leaves `prev` valid from the top down to the tail.
+                let tail = find_tail(top);
+                let mut cur = top;
+                while !cur.is_null() && cur != me {
+                    cur = (*cur).next.get();
+                }
+                if cur.is_null() {
+                    return false;
+                }
+                if me == tail {
+                    return true;
+                }
+                let next = (*me).next.get();
+                let new_top = if me == top {
+                    // The word must point past us first.
+                    let new = with_flags(next, flags(*s));
+                    // Success Relaxed: we keep the stack. Failure Acquire:
+                    // nodes were pushed on top of us, and the retry walks
+                    // them.
+                    let retry = if P::FAULT == Fault::RelaxedMoveRetry { Relaxed } else { Acquire };
+                    match self.state.compare_exchange(*s, new, Relaxed, retry) {
+                        Ok(_) => {
+                            P::record(Event::MovedFromTop);
+                            *s = new;
+                        }
+                        Err(now) => {
+                            *s = now;
+                            continue;
+                        }
+                    }
+                    next
+                } else {
+                    P::record(Event::MovedFromMiddle);
+                    let newer = (*me).prev.get();
+                    (*newer).next.set(next);
+                    (*next).prev.set(newer);
+                    top
+                };
+                (*tail).next.set(me);
+                (*me).prev.set(tail);
+                (*me).next.set(ptr::null_mut());
+                // Walks stop at the first node that caches a tail: the top
+                // caches us, and we cache nothing.
+                (*me).tail.set(ptr::null_mut());
+                (*new_top).tail.set(me);
+                return true;
             }
         }
     }
@@ -442,25 +657,11 @@ impl<P: Platform> Lock<P> {
     /// last popped.
     #[cold]
     unsafe fn leave(&self, me: *mut Node<P>) -> bool {
-        let mut s = self.state.load(Relaxed);
-        loop {
-            if P::FAULT == Fault::UnlinkWithoutStackLock {
-                break;
-            }
-            if s.addr() & STACK_LOCKED != 0 {
-                P::wait_for_stack();
-                s = self.state.load(Relaxed);
-                continue;
-            }
-            // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => break,
-                // Relaxed: nodes are read only after a successful CAS.
-                Err(now) => s = now,
-            }
-        }
-        s = s.map_addr(|a| a | STACK_LOCKED);
+        let mut s = if P::FAULT == Fault::UnlinkWithoutStackLock {
+            self.state.load(Relaxed).map_addr(|a| a | STACK_LOCKED)
+        } else {
+            self.take_stack()
+        };
         let linked = loop {
             let top = head(s);
             if top.is_null() {
@@ -635,7 +836,7 @@ impl<P: Platform> Lock<P> {
         }
         P::record(Event::Look);
         // SAFETY: we own the stack and it is not empty.
-        let starving = P::starving(unsafe { (*find_tail(head(s))).since.get() });
+        let starving = unsafe { starves(find_tail(head(s))) };
         s = s.map_addr(|a| a | STACK_LOCKED);
         loop {
             let f = (flags(s) & !STACK_LOCKED) | if starving { STARVING } else { 0 };
@@ -724,8 +925,7 @@ impl<P: Platform> Lock<P> {
     /// word, the stack is not empty, and we do not hold LOCKED.
     unsafe fn serve(&self, mut s: *mut Node<P>) {
         // SAFETY: we own the stack and it is not empty.
-        let since = unsafe { (*find_tail(head(s))).since.get() };
-        if s.addr() & STARVING == 0 && !P::starving(since) {
+        if s.addr() & STARVING == 0 && !unsafe { starves(find_tail(head(s))) } {
             // We have committed to waking one waiter. Its wake is what keeps
             // the rest of the stack from being forgotten: the woken thread
             // takes the lock (and its unlock looks at the stack) or sleeps
@@ -876,7 +1076,7 @@ impl<P: Platform> Lock<P> {
                     let newer = (*tail).prev.get();
                     (*newer).next.set(ptr::null_mut());
                     (*top).tail.set(newer);
-                    let still = hand_over && P::starving((*newer).since.get());
+                    let still = hand_over && starves(newer);
                     loop {
                         let new = with_flags(s, release::<P>(s, hand_over, still));
                         // Release: our link edits, for the next stack owner.

@@ -20,7 +20,7 @@ use loom::sync::Notify;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use loom::thread;
 
-use crate::lock::{FLAGS, Lock, Node, SPINNING, STACK_LOCKED};
+use crate::lock::{FLAGS, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::{Loom, LoomState};
 use crate::platform::{EVENTS, Event, StateWord};
 
@@ -39,6 +39,31 @@ impl Seen {
     }
 }
 
+/// A gate that one thread waits at until the model opens it. Blocking, not
+/// yielding, for the reason given in `starving`; loom's `Notify` may return
+/// spuriously, so the wait loops on the flag.
+pub(crate) struct Gate {
+    go: Notify,
+    open: AtomicBool,
+}
+
+impl Gate {
+    fn new() -> &'static Gate {
+        Box::leak(Box::new(Gate { go: Notify::new(), open: AtomicBool::new(false) }))
+    }
+
+    fn open(&self) {
+        self.open.store(true, Relaxed);
+        self.go.notify();
+    }
+
+    fn pass(&self) {
+        while !self.open.load(Relaxed) {
+            self.go.wait();
+        }
+    }
+}
+
 /// Steering of one execution: how many starvation judgements were made, and
 /// the thread (by loom id) whose first judgement pauses until `go` is set.
 #[derive(Default)]
@@ -47,6 +72,13 @@ struct Steer {
     pauser: Option<(thread::ThreadId, &'static Notify)>,
     /// How many more timed futex waits time out instead of blocking.
     timeouts: usize,
+    /// If set, only this thread's timed waits may time out.
+    timeout_thread: Option<thread::ThreadId>,
+    /// If set, the timeout thread's first starvation deadline waits for it.
+    starve_gate: Option<&'static Gate>,
+    /// If set, the timeout thread waits for the gate when it records the
+    /// event, once.
+    event_gate: Option<(Event, &'static Gate)>,
 }
 
 thread_local! {
@@ -57,6 +89,22 @@ thread_local! {
 
 pub(crate) fn record(event: Event) {
     SEEN.with(|s| s.borrow_mut().events[event as usize] += 1);
+    let gate = STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.event_gate {
+            Some((e, go))
+                if e as usize == event as usize
+                    && s.timeout_thread == Some(thread::current().id()) =>
+            {
+                s.event_gate = None;
+                Some(go)
+            }
+            _ => None,
+        }
+    });
+    if let Some(gate) = gate {
+        gate.pass();
+    }
 }
 
 pub(crate) fn record_spurious() {
@@ -100,7 +148,8 @@ pub(crate) fn starving(rule: u8) -> bool {
 pub(crate) fn take_timeout() -> bool {
     STEER.with(|s| {
         let mut s = s.borrow_mut();
-        let take = s.timeouts > 0;
+        let mine = s.timeout_thread.is_none_or(|id| id == thread::current().id());
+        let take = s.timeouts > 0 && mine;
         s.timeouts -= usize::from(take);
         take
     })
@@ -109,6 +158,30 @@ pub(crate) fn take_timeout() -> bool {
 /// Lets `n` timed waits of this execution time out (see `take_timeout`).
 fn allow_timeouts(n: usize) {
     STEER.with(|s| s.borrow_mut().timeouts = n);
+}
+
+/// Lets one timed wait of the current thread time out, and no other
+/// thread's; if `gate` is given, the thread first waits for it when it
+/// asks for its starvation deadline (after its push, before its sleep).
+fn allow_my_timeout(gate: Option<&'static Gate>) {
+    STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        s.timeouts = 1;
+        s.timeout_thread = Some(thread::current().id());
+        s.starve_gate = gate;
+    });
+}
+
+/// Called by the loom platform's `starve_deadline`: the gated thread
+/// waits at its gate, once.
+pub(crate) fn before_starve_deadline() {
+    let gate = STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.timeout_thread == Some(thread::current().id()) { s.starve_gate.take() } else { None }
+    });
+    if let Some(gate) = gate {
+        gate.pass();
+    }
 }
 
 /// Makes the current thread's first starvation judgement wait for `go`.
@@ -367,6 +440,142 @@ fn starvation_mode_entered_and_left() {
     let seen = exclusion::<0, 0, 0, 3>(3, 1, bound(2, 3));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::StarvingCleared) > 0, "{seen:?}");
     assert!(seen.of(Event::Look) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+/// Sleepers that judge themselves (rule 5): the main thread holds the lock
+/// while `early` waiters go to sleep one after the other, then lets one
+/// more (`late`) arrive. One sleep runs until its starvation deadline:
+/// waiter `starver`'s (so that the starving sleeper can be above others),
+/// at whatever point loom schedules it: before, during or after the later
+/// pushes and the main thread's unlock; with `gated`, only once every
+/// early waiter sleeps. The sleeper that
+/// starves marks itself, moves to the bottom and sets STARVING, and the
+/// unlock hands the lock to it. At the end the word must be clear.
+fn self_starving<const F: u8>(
+    early: usize,
+    starver: usize,
+    gated: bool,
+    late: bool,
+    bound: Bound,
+) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let gate = Gate::new();
+        g.lock.lock();
+        let mut handles = Vec::new();
+        for i in 0..early {
+            let top = g.word() & !FLAGS;
+            handles.push(thread::spawn(move || {
+                if i == starver {
+                    allow_my_timeout(gated.then_some(gate));
+                }
+                g.increment();
+            }));
+            // Until it sleeps on top of the others, or has starved and
+            // moved below them.
+            g.wait_for(|w| w & !FLAGS != 0 && (w & !FLAGS != top || w & STARVING != 0));
+        }
+        if gated {
+            gate.open();
+        }
+        if late {
+            handles.push(thread::spawn(move || g.increment()));
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        let n = handles.len();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), n);
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn a_sleeper_that_starves_is_handed_the_lock() {
+    // One sleeper: its starvation deadline races the unlock's wake (it may
+    // find itself popped already) and the unlock's hand-off.
+    let seen = self_starving::<0>(1, 0, false, false, bound(3, 4));
+    assert!(
+        seen.of(Event::Starved) > 0
+            && seen.of(Event::HandedLock) > 0
+            && seen.of(Event::PoppedWhileStarving) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_starving_sleeper_moves_to_the_bottom_while_a_waiter_pushes() {
+    // Two sleepers and a late arrival: the starving one may be the top
+    // (the word must point past it, while the late push races that CAS)
+    // or the bottom.
+    let seen = self_starving::<0>(2, 1, false, true, bound(1, 2));
+    assert!(
+        seen.of(Event::Starved) > 0
+            && seen.of(Event::MovedFromTop) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_starving_sleeper_in_the_middle_moves_to_the_bottom() {
+    // Three sleepers: the middle one's move relinks its neighbours.
+    let seen = self_starving::<0>(3, 1, true, false, bound(0, 1));
+    assert!(seen.of(Event::MovedFromMiddle) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+/// A sleeper starves while the main thread holds the lock, and pauses
+/// right after marking itself, owning the stack; meanwhile a second waiter
+/// pushes itself and the main thread unlocks (finding the stack owned, it
+/// leaves the wake to the starving sleeper). The starving sleeper's CAS
+/// that sets STARVING then fails on the new word, and its release finds
+/// the lock free: it takes it back and hands it over, walking the node
+/// pushed meanwhile.
+fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let gate = Gate::new();
+        g.lock.lock();
+        let a = thread::spawn(move || {
+            allow_my_timeout(None);
+            STEER.with(|s| s.borrow_mut().event_gate = Some((Event::Starved, gate)));
+            g.increment();
+        });
+        // Until it owns the stack (only its starvation takes the stack
+        // while we hold the lock), paused.
+        g.wait_for(|w| w & STACK_LOCKED != 0);
+        let a_node = g.word() & !FLAGS;
+        let b = thread::spawn(move || g.increment());
+        g.wait_for(|w| w & !FLAGS != a_node);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        gate.open();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(g.value(), 2);
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
+    let seen = push_while_starving::<0>(bound(1, 2));
+    assert!(
+        seen.of(Event::Starved) > 0 && seen.of(Event::Retake) > 0 && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_starving_top_retries_its_move_with_a_relaxed_look() {
+    self_starving::<15>(2, 1, true, true, bound(1, 1));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_starving_sleeper_drops_the_wake_left_to_it() {
+    self_starving::<14>(1, 0, false, false, bound(3, 3));
 }
 
 #[test]

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, STACK_LOCKED};
 use crate::platform::native::{
-    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, SPIN_ONE, ThreadPark, WidePingPong,
+    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, ThreadPark,
+    WidePingPong,
 };
 use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
@@ -513,6 +514,55 @@ fn contended_when_every_waiter_spins() {
     contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| shortfall(e, MIN_EVENTS));
 }
 
+/// What a run of sleepers that judge themselves must show: sleepers that
+/// marked themselves starving, moves to the bottom from the top and from
+/// the middle of the stack, and hand-offs. (Wakes are rare: nearly every
+/// sleeper starves before one comes.)
+fn starved_shortfall(e: &Events) -> Vec<&'static str> {
+    let mut short = Vec::new();
+    for (event, min) in [
+        (Event::Parked, MIN_EVENTS),
+        (Event::Starved, MIN_EVENTS),
+        (Event::HandedLock, MIN_EVENTS),
+        (Event::MovedFromTop, MIN_EVENTS / 10),
+        (Event::MovedFromMiddle, MIN_EVENTS / 10),
+    ] {
+        if e.get(event) < min {
+            short.push(match event {
+                Event::Parked => "Parked",
+                Event::Starved => "Starved",
+                Event::HandedLock => "HandedLock",
+                Event::MovedFromTop => "MovedFromTop",
+                _ => "MovedFromMiddle",
+            });
+        }
+    }
+    short
+}
+
+#[test]
+fn contended_sleepers_mark_themselves_starving() {
+    // A 20 µs threshold: most sleeps run out, the sleeper marks itself,
+    // moves to the bottom and is handed the lock; with both parkers.
+    contend_until::<QuickStarve>("contended_sleepers_mark_themselves_starving", starved_shortfall);
+    contend_until::<QuickStarve<ThreadParker>>(
+        "contended_sleepers_mark_themselves_starving_portable",
+        starved_shortfall,
+    );
+}
+
+#[test]
+fn an_uncontended_run_fails_the_starvation_check() {
+    // The check above can fail: one thread never sleeps, so never starves.
+    let events =
+        contend::<QuickStarve>("an_uncontended_run_fails_the_starvation_check", 1, ROUNDS / 4);
+    assert_eq!(
+        starved_shortfall(&events),
+        ["Parked", "Starved", "HandedLock", "MovedFromTop", "MovedFromMiddle"],
+        "{events:?}"
+    );
+}
+
 #[test]
 fn an_uncontended_run_fails_the_slow_path_check() {
     // The check of the contended runs can fail: one thread never waits.
@@ -693,6 +743,9 @@ impl<K: Parker> Parker for Dawdle<K> {
 
     /// Dawdles after a timeout too, before the waiter takes the stack to
     /// leave it: a wide window for an unlocker to pop it meanwhile.
+    fn unparked(&self) -> bool {
+        self.0.unparked()
+    }
     fn park_until(&self, deadline: K::Deadline) -> bool {
         let woken = self.0.park_until(deadline);
         if !woken {

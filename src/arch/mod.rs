@@ -130,7 +130,14 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// 32-thread cells (t32/cs0 15 against 127 Mops/s, t32/cs1000 0.11 against
 /// 0.88: most unlocks become hand-offs); 4 ms is level or better
 /// (t32/cs100/think1000 1.46 against 1.14, with worse fairness).
-pub(crate) const STARVING_NS: u64 = 1_000_000;
+pub(crate) const STARVING_NS: u64 = 2_000_000;
+
+/// How long a sleeper that has just marked itself starving waits awake
+/// (yielding) for the hand-off before it sleeps again. The holder's unlock
+/// hands it the lock, usually within one critical section; waiting awake
+/// spares the lock the wake latency (several µs during which it would be
+/// held by a thread that is not running). Not swept.
+pub(crate) const STARVED_AWAKE_NS: u64 = 50_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
 /// sleeper (the look takes the stack while the thread holds the lock; two

@@ -71,6 +71,12 @@ impl Parker for FutexParker {
         true
     }
 
+    #[inline]
+    fn unparked(&self) -> bool {
+        // Acquire: as in `park`.
+        self.word.load(Acquire) != PARKED
+    }
+
     unsafe fn unpark(this: *const Self) {
         // SAFETY: the caller guarantees `this` is live until the store below.
         let word: *const AtomicU32 = unsafe { &raw const (*this).word };

@@ -49,7 +49,9 @@ pub(crate) const fn fault(n: u8) -> Fault {
         10 => Fault::RelaxedUnlink,
         11 => Fault::LeaveKeepsWake,
         12 => Fault::UnlinkWithoutStackLock,
-        _ => Fault::GiveUpKeepsSpinning,
+        13 => Fault::GiveUpKeepsSpinning,
+        14 => Fault::StarveDropsWake,
+        _ => Fault::RelaxedMoveRetry,
     }
 }
 
@@ -62,7 +64,10 @@ pub(crate) const fn fault(n: u8) -> Fault {
 /// starves; 3, every spin acquisition looks, and only the first judgement of
 /// an execution finds the oldest sleeper starving (starvation mode is entered
 /// and left); 4, as 1, but the first judgement pauses (yields) until the
-/// model lets it go on, to steer a race without spending preemptions.
+/// model lets it go on, to steer a race without spending preemptions; 5, no
+/// looks and no judgement by age: sleepers judge themselves, their sleep
+/// ending at the starvation deadline while the execution's timeout budget
+/// lasts (`crate::model::take_timeout`).
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
@@ -101,10 +106,17 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
         slept
     }
     fn look_due(_now: u64) -> bool {
-        FAIR != 0
+        FAIR != 0 && FAIR != 5
     }
     fn starving(_since: u64) -> bool {
         crate::model::starving(FAIR)
+    }
+    fn starve_deadline(_since: u64) -> Option<()> {
+        if FAIR != 5 {
+            return None;
+        }
+        crate::model::before_starve_deadline();
+        Some(())
     }
     fn record(event: Event) {
         crate::model::record(event);
@@ -211,6 +223,10 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
             }
         }
         true
+    }
+
+    fn unparked(&self) -> bool {
+        self.word.load(Ordering::Acquire) != PARKED
     }
 
     unsafe fn unpark(this: *const Self) {

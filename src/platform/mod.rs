@@ -75,6 +75,12 @@ pub(crate) enum Fault {
     LeaveKeepsWake,
     /// A timed-out waiter unlinks its node without owning the stack.
     UnlinkWithoutStackLock,
+    /// A sleeper that marks itself starving gives the stack back without
+    /// the wake that unlocks which found the stack owned left to it.
+    StarveDropsWake,
+    /// A starving sleeper at the top of the stack retries its move, after a
+    /// push, with a Relaxed look at the new nodes.
+    RelaxedMoveRetry,
     /// A timed waiter past its deadline gives up without passing on the
     /// SPINNING bit it holds.
     GiveUpKeepsSpinning,
@@ -135,7 +141,7 @@ pub(crate) trait Parker {
     /// store.
     unsafe fn unpark(this: *const Self);
     /// A point in time a timed wait gives up at.
-    type Deadline: Copy;
+    type Deadline: Copy + Ord;
     /// Like [`Parker::park`], but gives up at `deadline`. Returns `true`
     /// if unparked (with the same Acquire as `park`), `false` if the
     /// deadline came first. After `false` the parker is still armed: an
@@ -143,6 +149,9 @@ pub(crate) trait Parker {
     /// caller must find out (see `Lock::leave`) before its node goes away.
     /// Never returns `false` before the deadline.
     fn park_until(&self, deadline: Self::Deadline) -> bool;
+    /// Whether [`Parker::unpark`] has been called for this arming, with
+    /// the same Acquire as `park`. Does not block.
+    fn unparked(&self) -> bool;
 }
 
 /// The deadline type of a platform's parker.
@@ -210,6 +219,20 @@ pub(crate) trait Platform: Sized + 'static {
     /// clock and ignore `slept`; the model lets every deadline fall during
     /// the waiter's first sleep, so the paths before it stay untimed.
     fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
+    /// When a sleeper that first slept at tick `since` starts starving: its
+    /// sleep ends then, and it marks itself starving (`Lock::starve`).
+    /// `None`: sleepers never judge themselves.
+    #[inline(always)]
+    fn starve_deadline(_since: u64) -> Option<Deadline<Self>> {
+        None
+    }
+    /// A sleeper that just marked itself starving waits here, awake, for
+    /// the hand-off (`woken` says whether it came), before it sleeps again:
+    /// the holder's unlock is usually moments away. Returns `woken()`.
+    #[inline(always)]
+    fn wait_awake(woken: impl Fn() -> bool) -> bool {
+        woken()
+    }
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
@@ -258,8 +281,20 @@ pub(crate) enum Event {
     GaveUpSpinning,
     /// A spinner in a ping-pong paused before its first look.
     PingPongPause,
+    /// A sleeper's sleep ran until its starvation deadline, and it marked
+    /// itself starving and moved to the bottom of the stack.
+    Starved,
+    /// A sleeper's sleep ran until its starvation deadline, but a stack
+    /// owner had already popped it: it took the wake that was on its way.
+    PoppedWhileStarving,
+    /// A sleeper that marked itself starving was the top of the stack (and
+    /// not its bottom), and moved to the bottom.
+    MovedFromTop,
+    /// A sleeper that marked itself starving was neither the top nor the
+    /// bottom of the stack, and moved to the bottom.
+    MovedFromMiddle,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::PingPongPause as usize + 1;
+pub(crate) const EVENTS: usize = Event::MovedFromMiddle as usize + 1;

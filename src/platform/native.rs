@@ -36,6 +36,11 @@ pub(crate) type MixedWake = NativeWith<OsParker, SPIN_ONE, 2>;
 /// (sanitizers, emulators).
 #[cfg(test)]
 pub(crate) type WidePingPong = NativeWith<OsParker, SPIN_ONE_WIDE_PING_PONG, 0>;
+/// The spin bit's algorithm with a starvation threshold of 20 µs instead of
+/// `arch::STARVING_NS`, so that tests see many sleepers mark themselves
+/// starving; with either parker.
+#[cfg(test)]
+pub(crate) type QuickStarve<K = OsParker> = NativeWith<K, SPIN_ONE_QUICK_STARVE, 0>;
 
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
@@ -44,6 +49,9 @@ pub(crate) const SPIN_NEVER: u8 = 1;
 pub(crate) const SPIN_ALL: u8 = 2;
 /// As `SPIN_ONE`, with a 10 ms ping-pong window (`WidePingPong`, tests only).
 pub(crate) const SPIN_ONE_WIDE_PING_PONG: u8 = 3;
+/// As `SPIN_ONE`, with a 20 µs starvation threshold (`QuickStarve`, tests
+/// only).
+pub(crate) const SPIN_ONE_QUICK_STARVE: u8 = 4;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -56,6 +64,19 @@ std::thread_local! {
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
+
+impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
+    /// The starvation threshold: `arch::STARVING_NS`, or 20 µs in the
+    /// test-only `QuickStarve`.
+    #[inline]
+    fn starving_ns() -> u64 {
+        if SPIN == SPIN_ONE_QUICK_STARVE {
+            20_000
+        } else {
+            arch::tuned(Knob::Starving, arch::STARVING_NS)
+        }
+    }
+}
 
 impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const MAX_PASSES: u32>
     Platform for NativeWith<K, SPIN, MAX_PASSES>
@@ -138,8 +159,33 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn starving(since: u64) -> bool {
-        arch::ticks().wrapping_sub(since)
-            > arch::ns_to_ticks(arch::tuned(Knob::Starving, arch::STARVING_NS))
+        // Twice the deadline at which a sleeper marks itself: a backstop
+        // for a sleeper whose timer has fired but which has not run yet.
+        arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(Self::starving_ns()).saturating_mul(2)
+    }
+    #[inline]
+    fn starve_deadline(since: u64) -> Option<std::time::Instant> {
+        // The tick counter and `Instant` are different clocks: carry over
+        // what is left of the threshold.
+        let threshold = arch::ns_to_ticks(Self::starving_ns());
+        let left = threshold.saturating_sub(arch::ticks().wrapping_sub(since));
+        let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
+        std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
+    }
+    #[inline]
+    fn wait_awake(woken: impl Fn() -> bool) -> bool {
+        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(arch::STARVED_AWAKE_NS));
+        loop {
+            if woken() {
+                return true;
+            }
+            if arch::ticks() >= until {
+                return false;
+            }
+            // A yield, not a spin hint: the holder we wait for may need
+            // this CPU.
+            std::thread::yield_now();
+        }
     }
     #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {

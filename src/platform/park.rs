@@ -58,6 +58,11 @@ impl Parker for ThreadParker {
         true
     }
 
+    fn unparked(&self) -> bool {
+        // Acquire: as in `park`.
+        self.word.load(Acquire) != PARKED
+    }
+
     unsafe fn unpark(this: *const Self) {
         // SAFETY: the caller guarantees `this` is live until the wake store.
         // The handle is cloned out first (a reference-count increment) so
