@@ -116,20 +116,26 @@ pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
 /// A sleeper that has waited this long (since it first slept in its `lock`
-/// call) is starving: the stack owner that judges it sets STARVING, and from
-/// then on unlocks hand the lock directly to the oldest sleeper until the
-/// oldest no longer starves.
+/// call) is starving: its sleep times out, it marks itself and sets
+/// STARVING, and from then on unlocks hand the lock directly to the bottom
+/// sleeper while it has marked itself. Stack owners and spin-acquisition
+/// looks treat a sleeper that has waited twice this long as starving too.
 ///
-/// 1 ms, as Go's `sync.Mutex`. A hand-off keeps the lock held while the
-/// woken thread waits for a CPU, so a threshold near the time a futex wake
-/// takes (a few µs) would turn every contended unlock into a hand-off and
-/// convoy the lock; a much longer one lets the oldest waiter wait that much
-/// longer. See the crate docs for the bound it gives. Swept over 250 µs,
-/// 1 ms and 4 ms on the 2-core AMD EPYC VM (`benches/sweep.sh`,
-/// `benches/results/sweep-x86_64-amd-epyc.md`): not flat below 1 ms, 250 µs collapses the
-/// 32-thread cells (t32/cs0 15 against 127 Mops/s, t32/cs1000 0.11 against
-/// 0.88: most unlocks become hand-offs); 4 ms is level or better
-/// (t32/cs100/think1000 1.46 against 1.14, with worse fairness).
+/// Every sleeper that waits this long is served by a hand-off, and a
+/// hand-off keeps the lock held while the recipient gets a CPU, so the
+/// threshold sets how often the lock pays for one: a threshold near the
+/// time a futex wake takes (a few µs) would turn every contended unlock
+/// into a hand-off; a much longer one lets waiters wait that much longer.
+/// See the crate docs for the bound it gives. When only other threads
+/// judged (before the sleepers' own timeout), 1 ms, as Go's `sync.Mutex`;
+/// swept then over 250 µs, 1 ms and 4 ms on the 2-core AMD EPYC VM: 250 µs
+/// collapsed the 32-thread cells (t32/cs0 15 against 127 Mops/s). With the
+/// sleepers' own timeout, swept over 1, 2 and 4 ms on that VM
+/// (`benches/sweep.sh`, 2 runs each, third section of
+/// `benches/results/sweep-x86_64-amd-epyc.md`): not flat; throughput ratio
+/// to the best peer and fairness at `t32/cs1000` 0.77 and 0.47 (1 ms), 0.87
+/// and 0.29 (2 ms), 0.98 and 0.11 (4 ms); `t32/cs0` 0.91, 1.00, 1.08.
+/// 2 ms: the no-think-time cells stay at or near the best peer.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// How long a sleeper that has just marked itself starving waits awake
