@@ -561,15 +561,9 @@ impl<P: Platform> Lock<P> {
             // threads blocked (or, like us, waiting for the stack) until a
             // stack owner unlinks them, and we alone write links.
             unsafe {
-                // Leaves `prev` valid from the top down to the tail.
-                let tail = find_tail(top);
-                let mut cur = top;
-                while !cur.is_null() && cur != me {
-                    cur = (*cur).next.get();
-                }
-                if cur.is_null() {
+                let Some(tail) = tail_if_linked(top, me) else {
                     return false;
-                }
+                };
                 if me == tail {
                     return true;
                 }
@@ -671,17 +665,9 @@ impl<P: Platform> Lock<P> {
             // threads blocked (or, like us, waiting for the stack) until a
             // stack owner unlinks them, and we alone write links.
             unsafe {
-                // The walk leaves `prev` valid from the top down to the tail
-                // and the tail cached in the top, so the stack is a plain
-                // doubly linked list from here on.
-                let tail = find_tail(top);
-                let mut cur = top;
-                while !cur.is_null() && cur != me {
-                    cur = (*cur).next.get();
-                }
-                if cur.is_null() {
+                let Some(tail) = tail_if_linked(top, me) else {
                     break false;
-                }
+                };
                 let next = (*me).next.get();
                 if me != top {
                     let newer = (*me).prev.get();
@@ -1174,6 +1160,26 @@ fn retry_order<P: Platform>() -> Ordering {
 #[inline(always)]
 fn unlink_order<P: Platform>() -> Ordering {
     if P::FAULT == Fault::RelaxedUnlink { Relaxed } else { Release }
+}
+
+/// The tail below `top` if `me` is on the stack, else `None`. The walk
+/// leaves `prev` valid from the top down to the tail and the tail cached in
+/// the top (see [`find_tail`]), so the stack is a plain doubly linked list
+/// from here on.
+///
+/// # Safety
+/// The caller owns the stack and `top` is the non-null top of the stack.
+unsafe fn tail_if_linked<P: Platform>(top: *mut Node<P>, me: *mut Node<P>) -> Option<*mut Node<P>> {
+    // SAFETY: forwarded from the caller; every node reachable from the top
+    // is linked and live while we own the stack.
+    unsafe {
+        let tail = find_tail(top);
+        let mut cur = top;
+        while !cur.is_null() && cur != me {
+            cur = (*cur).next.get();
+        }
+        (!cur.is_null()).then_some(tail)
+    }
 }
 
 /// Finds the tail (oldest node) below `top`, setting `prev` links on the way
