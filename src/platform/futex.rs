@@ -27,8 +27,8 @@ impl Parker for FutexParker {
     }
 
     fn park(&self) {
-        // Acquire: pairs with the Release store in `unpark`.
-        while self.word.load(Acquire) == PARKED {
+        // `unparked` acquires the store in `unpark`.
+        while !self.unparked() {
             // The kernel compares the word with PARKED and sleeps in one
             // step, so a wake that lands between our load and the syscall
             // makes FUTEX_WAIT return EAGAIN instead of sleeping. EINTR and
@@ -51,8 +51,8 @@ impl Parker for FutexParker {
             self.park();
             return true;
         };
-        // Acquire: as in `park`.
-        while self.word.load(Acquire) == PARKED {
+        // As in `park`.
+        while !self.unparked() {
             match futex_wait_until(&self.word, PARKED, &abs) {
                 // Woken (maybe spuriously), the word changed, or a signal:
                 // the loop re-checks the word.
@@ -63,7 +63,7 @@ impl Parker for FutexParker {
                 // thread in this loop: the caller then leaves the stack.
                 Some(e) if e == libc::ETIMEDOUT || Instant::now() >= deadline => {
                     // A wake may have landed after the kernel gave up.
-                    return self.word.load(Acquire) != PARKED;
+                    return self.unparked();
                 }
                 Some(_) => {}
             }
@@ -73,7 +73,8 @@ impl Parker for FutexParker {
 
     #[inline]
     fn unparked(&self) -> bool {
-        // Acquire: as in `park`.
+        // Acquire: pairs with the Release store in `unpark`, so everything
+        // the unparker did before it is visible.
         self.word.load(Acquire) != PARKED
     }
 

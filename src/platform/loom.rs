@@ -207,7 +207,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
         self.word.store(PARKED, Ordering::Relaxed);
     }
     fn park(&self) {
-        while self.word.load(Ordering::Acquire) == PARKED {
+        while !self.unparked() {
             futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
         }
     }
@@ -216,10 +216,10 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     type Deadline = ();
 
     fn park_until(&self, _deadline: ()) -> bool {
-        while self.word.load(Ordering::Acquire) == PARKED {
+        while !self.unparked() {
             if futex_wait_timed(&self.word, PARKED, SPURIOUS) {
                 // As the kernel: a wake may have landed after the timeout.
-                return self.word.load(Ordering::Acquire) != PARKED;
+                return self.unparked();
             }
         }
         true

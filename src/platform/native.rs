@@ -124,7 +124,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         } else {
             arch::tuned(Knob::PingPong, arch::PING_PONG_NS)
         };
-        arch::ticks().wrapping_sub(last) < arch::ticks_per_us() * window_ns / 1_000
+        arch::ticks().wrapping_sub(last) < arch::ns_to_ticks(window_ns)
     }
     #[inline]
     fn ping_pong_pause(started: u64) {

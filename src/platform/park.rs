@@ -36,9 +36,9 @@ impl Parker for ThreadParker {
     }
 
     fn park(&self) {
-        // Acquire: pairs with the Release store in `unpark`. `park` may
+        // `unparked` acquires the store in `unpark`. `park` may
         // return spuriously or consume a stale token; the loop re-checks.
-        while self.word.load(Acquire) == PARKED {
+        while !self.unparked() {
             thread::park();
         }
     }
@@ -46,12 +46,12 @@ impl Parker for ThreadParker {
     type Deadline = Instant;
 
     fn park_until(&self, deadline: Instant) -> bool {
-        // Acquire: as in `park`. `park_timeout` may return early (spuriously
+        // As in `park`. `park_timeout` may return early (spuriously
         // or on a stale token); the loop re-checks the word and the clock.
-        while self.word.load(Acquire) == PARKED {
+        while !self.unparked() {
             let now = Instant::now();
             if now >= deadline {
-                return self.word.load(Acquire) != PARKED;
+                return self.unparked();
             }
             thread::park_timeout(deadline - now);
         }
@@ -59,7 +59,8 @@ impl Parker for ThreadParker {
     }
 
     fn unparked(&self) -> bool {
-        // Acquire: as in `park`.
+        // Acquire: pairs with the Release store in `unpark`, so everything
+        // the unparker did before it is visible.
         self.word.load(Acquire) != PARKED
     }
 
