@@ -172,6 +172,8 @@ pub(crate) enum Knob {
     PingPongPause,
     /// [`MAX_LOOK_GAP_NS`].
     MaxLookGap,
+    /// [`STARVED_AWAKE_NS`].
+    StarvedAwake,
 }
 
 impl Knob {
@@ -185,6 +187,7 @@ impl Knob {
             Knob::Look => "LOOK_NS",
             Knob::PingPongPause => "PING_PONG_PAUSE_NS",
             Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
+            Knob::StarvedAwake => "STARVED_AWAKE_NS",
         }
     }
 }
@@ -204,7 +207,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 6] = [const { OnceLock::new() }; 6];
+    static VALUES: [OnceLock<u64>; 7] = [const { OnceLock::new() }; 7];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

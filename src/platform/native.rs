@@ -174,7 +174,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
-        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(arch::STARVED_AWAKE_NS));
+        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
+        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(awake));
         loop {
             if woken() {
                 return true;
