@@ -1808,13 +1808,12 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 7] = [
+    const NAMES: [&str; 6] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
         "MAX_LOOK_GAP_NS",
         "STARVING_NS",
-        "STARVED_AWAKE_NS",
         "LOOK_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();

@@ -84,10 +84,8 @@
 //! stack (sleepers that marked themselves earlier stay below it), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
-//! Then it waits awake, yielding, for up to 50 µs: the hand-off usually
-//! comes within one critical section, and a recipient that is already
-//! running spares the lock the wake latency. After that it sleeps without a
-//! timeout. No other thread has to notice it.
+//! Then it sleeps again, without a timeout, until the hand-off wakes it.
+//! No other thread has to notice it.
 //!
 //! Other threads judge too, by age, as a backstop (a sleeper whose timer
 //! has fired but which has not run yet): every thread that owns the stack
@@ -122,9 +120,8 @@
 //! unlock sees it). Each of these steps needs only the holder to run; what
 //! the bound cannot include is time the OS keeps a runnable holder or
 //! recipient off the CPU. The price of a hand-off is that the lock stays
-//! held while the recipient waits for a CPU; that is why it is kept for
-//! starving waiters (who wait for it awake at first) and for explicit fair
-//! unlocks.
+//! held while the recipient wakes and waits for a CPU; that is why it is
+//! kept for starving waiters and for explicit fair unlocks.
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
 //! hands the lock directly to the oldest sleeper if one exists (a waiter

@@ -135,15 +135,12 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// `benches/results/sweep-x86_64-amd-epyc.md`): not flat; throughput ratio
 /// to the best peer and fairness at `t32/cs1000` 0.77 and 0.47 (1 ms), 0.87
 /// and 0.29 (2 ms), 0.98 and 0.11 (4 ms); `t32/cs0` 0.91, 1.00, 1.08.
-/// 2 ms: the no-think-time cells stay at or near the best peer.
+/// 2 ms: the no-think-time cells stay at or near the best peer. Swept again
+/// over the same values after marked sleepers stopped waiting awake for
+/// their hand-off (fourth section there): the same trade-off (`t32/cs1000`
+/// 0.67, 0.82, 0.93 and fairness 0.54, 0.32, 0.14; `t64/cs100` 0.58, 0.75,
+/// 0.85).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
-
-/// How long a sleeper that has just marked itself starving waits awake
-/// (yielding) for the hand-off before it sleeps again. The holder's unlock
-/// hands it the lock, usually within one critical section; waiting awake
-/// spares the lock the wake latency (several µs during which it would be
-/// held by a thread that is not running). Not swept.
-pub(crate) const STARVED_AWAKE_NS: u64 = 50_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
 /// sleeper (the look takes the stack while the thread holds the lock; two
@@ -172,8 +169,6 @@ pub(crate) enum Knob {
     PingPongPause,
     /// [`MAX_LOOK_GAP_NS`].
     MaxLookGap,
-    /// [`STARVED_AWAKE_NS`].
-    StarvedAwake,
 }
 
 impl Knob {
@@ -187,7 +182,6 @@ impl Knob {
             Knob::Look => "LOOK_NS",
             Knob::PingPongPause => "PING_PONG_PAUSE_NS",
             Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
-            Knob::StarvedAwake => "STARVED_AWAKE_NS",
         }
     }
 }
@@ -207,7 +201,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 7] = [const { OnceLock::new() }; 7];
+    static VALUES: [OnceLock<u64>; 6] = [const { OnceLock::new() }; 6];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

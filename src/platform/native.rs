@@ -173,22 +173,6 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
     #[inline]
-    fn wait_awake(woken: impl Fn() -> bool) -> bool {
-        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
-        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(awake));
-        loop {
-            if woken() {
-                return true;
-            }
-            if arch::ticks() >= until {
-                return false;
-            }
-            // A yield, not a spin hint: the holder we wait for may need
-            // this CPU.
-            std::thread::yield_now();
-        }
-    }
-    #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
         std::time::Instant::now() >= deadline
     }
