@@ -370,6 +370,9 @@ impl<P: Platform> Lock<P> {
                         // SAFETY: our node is (or was) on this lock's stack.
                         if unsafe { self.leave(me) } {
                             P::record(Event::TimedOut);
+                            if marked {
+                                P::record(Event::LeftStarving);
+                            }
                             return false;
                         }
                         // Popped before we took the stack: the popper's wake

@@ -21,7 +21,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use loom::thread;
 
 use crate::lock::{FLAGS, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
-use crate::platform::loom::{Loom, LoomState};
+use crate::platform::loom::{Loom, LoomState, ModelDeadline};
 use crate::platform::{EVENTS, Event, StateWord};
 
 /// Per-test event counts, summed over all explored executions, indexed by
@@ -160,13 +160,13 @@ fn allow_timeouts(n: usize) {
     STEER.with(|s| s.borrow_mut().timeouts = n);
 }
 
-/// Lets one timed wait of the current thread time out, and no other
+/// Lets `n` timed waits of the current thread time out, and no other
 /// thread's; if `gate` is given, the thread first waits for it when it
 /// asks for its starvation deadline (after its push, before its sleep).
-fn allow_my_timeout(gate: Option<&'static Gate>) {
+fn allow_my_timeouts(n: usize, gate: Option<&'static Gate>) {
     STEER.with(|s| {
         let mut s = s.borrow_mut();
-        s.timeouts = 1;
+        s.timeouts = n;
         s.timeout_thread = Some(thread::current().id());
         s.starve_gate = gate;
     });
@@ -233,7 +233,7 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
     /// Increments if it gets the lock by its deadline (in the model, its
     /// first sleep), unlocking fairly if `fair`; returns whether it did.
     fn increment_timed(&self, fair: bool) -> bool {
-        if !(self.lock.try_lock() || self.lock.lock_until_slow(())) {
+        if !(self.lock.try_lock() || self.lock.lock_until_slow(ModelDeadline::Timed)) {
             return false;
         }
         self.add_one_locked();
@@ -467,7 +467,7 @@ fn self_starving<const F: u8>(
             let top = g.word() & !FLAGS;
             handles.push(thread::spawn(move || {
                 if i == starver {
-                    allow_my_timeout(gated.then_some(gate));
+                    allow_my_timeouts(1, gated.then_some(gate));
                 }
                 g.increment();
             }));
@@ -537,7 +537,7 @@ fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
         let gate = Gate::new();
         g.lock.lock();
         let a = thread::spawn(move || {
-            allow_my_timeout(None);
+            allow_my_timeouts(1, None);
             STEER.with(|s| s.borrow_mut().event_gate = Some((Event::Starved, gate)));
             g.increment();
         });
@@ -562,6 +562,63 @@ fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
     let seen = push_while_starving::<0>(bound(1, 2));
     assert!(
         seen.of(Event::Starved) > 0 && seen.of(Event::Retake) > 0 && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+/// A timed waiter that judges itself (rule 5) sleeps, above an untimed
+/// sleeper if `other`, while the main thread holds the lock; then the main
+/// thread unlocks. Two of the timed waiter's sleeps may time out: the
+/// first at its starvation deadline (it marks itself, moves to the bottom
+/// and sets STARVING), the second at its own deadline (it leaves the
+/// stack, marked, and STARVING with it if the stack empties). Either may
+/// land before, during or after the unlock's hand-off. At the end the
+/// word must be clear.
+fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        g.lock.lock();
+        let mut handles = Vec::new();
+        if other {
+            handles.push(thread::spawn(move || g.increment()));
+            g.wait_for(|w| w & !FLAGS != 0);
+        }
+        let below = g.word() & !FLAGS;
+        handles.push(thread::spawn(move || {
+            allow_my_timeouts(2, None);
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+            done.store(true, Relaxed);
+        }));
+        // Until it sleeps on top, has starved and moved below, or has left.
+        g.wait_for(|w| w & !FLAGS != below || w & STARVING != 0 || done.load(Relaxed));
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), won.load(Relaxed) + usize::from(other));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn a_starving_timed_waiter_leaves_alone() {
+    // The only sleeper leaves marked: it takes STARVING with it.
+    let seen = starving_timed_waiter_leaves::<0>(false, bound(3, 4));
+    assert!(seen.of(Event::Starved) > 0 && seen.of(Event::LeftStarving) > 0, "{seen:?}");
+}
+
+#[test]
+fn a_starving_timed_waiter_leaves_a_sleeper_behind() {
+    // It leaves STARVING set over an unmarked sleeper: the unlock hands the
+    // lock to that sleeper, or a release serves it, and STARVING ends.
+    let seen = starving_timed_waiter_leaves::<0>(true, bound(1, 2));
+    assert!(
+        seen.of(Event::Starved) > 0
+            && seen.of(Event::LeftStarving) > 0
+            && seen.of(Event::HandedLock) > 0,
         "{seen:?}"
     );
 }
@@ -985,6 +1042,14 @@ fn a_timed_out_waiter_passes_on_the_handed_spinning_bit() {
 #[should_panic(expected = "deadlock")]
 fn broken_timed_out_waiter_keeps_the_lock_it_was_handed() {
     timeout_races_a_wake::<11, 0, 1>(bound(3, 3));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_starving_timed_waiter_keeps_the_lock_it_was_handed() {
+    // The hand-off to the marked bottom sleeper races its own deadline; it
+    // finds itself popped, and returns "timed out" holding the lock.
+    starving_timed_waiter_leaves::<11>(true, bound(1, 1));
 }
 
 #[test]

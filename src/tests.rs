@@ -519,25 +519,36 @@ fn contended_when_every_waiter_spins() {
 /// the middle of the stack, and hand-offs. (Wakes are rare: nearly every
 /// sleeper starves before one comes.)
 fn starved_shortfall(e: &Events) -> Vec<&'static str> {
-    let mut short = Vec::new();
-    for (event, min) in [
-        (Event::Parked, MIN_EVENTS),
-        (Event::Starved, MIN_EVENTS),
-        (Event::HandedLock, MIN_EVENTS),
-        (Event::MovedFromTop, MIN_EVENTS / 10),
-        (Event::MovedFromMiddle, MIN_EVENTS / 10),
-    ] {
-        if e.get(event) < min {
-            short.push(match event {
-                Event::Parked => "Parked",
-                Event::Starved => "Starved",
-                Event::HandedLock => "HandedLock",
-                Event::MovedFromTop => "MovedFromTop",
-                _ => "MovedFromMiddle",
-            });
-        }
-    }
-    short
+    below(
+        e,
+        &[
+            (Event::Parked, "Parked", MIN_EVENTS),
+            (Event::Starved, "Starved", MIN_EVENTS),
+            (Event::HandedLock, "HandedLock", MIN_EVENTS),
+            (Event::MovedFromTop, "MovedFromTop", MIN_EVENTS / 10),
+            (Event::MovedFromMiddle, "MovedFromMiddle", MIN_EVENTS / 10),
+        ],
+    )
+}
+
+/// The names of the events that `e` counted fewer times than their minimum.
+fn below(e: &Events, mins: &[(Event, &'static str, u64)]) -> Vec<&'static str> {
+    mins.iter().filter(|&&(event, _, min)| e.get(event) < min).map(|&(_, name, _)| name).collect()
+}
+
+/// What a run of timed waiters that judge themselves must show: waiters
+/// that marked themselves starving and then reached their own deadline,
+/// beside hand-offs and ordinary timeouts.
+fn starved_timed_shortfall(e: &Events) -> Vec<&'static str> {
+    below(
+        e,
+        &[
+            (Event::Starved, "Starved", MIN_EVENTS),
+            (Event::HandedLock, "HandedLock", MIN_EVENTS),
+            (Event::TimedOut, "TimedOut", MIN_EVENTS),
+            (Event::LeftStarving, "LeftStarving", MIN_EVENTS / 10),
+        ],
+    )
 }
 
 #[test]
@@ -552,6 +563,34 @@ fn contended_sleepers_mark_themselves_starving() {
 }
 
 #[test]
+fn contended_timed_waiters_leave_while_starving() {
+    // A 20 µs threshold and deadlines up to 64 µs away: many timed waiters
+    // mark themselves starving, move to the bottom, and then reach their
+    // own deadline before the hand-off; they leave with STARVING set.
+    let run = |name, events: &dyn Fn() -> Events| {
+        let mut total = Events::default();
+        for batch in 1..=MAX_BATCHES {
+            total.add(&events());
+            if cfg!(miri) {
+                break;
+            }
+            let missing = starved_timed_shortfall(&total);
+            assert!(
+                missing.is_empty() || batch < MAX_BATCHES,
+                "{name}: {batch} runs fell short of {missing:?}: {total:?}"
+            );
+            if missing.is_empty() {
+                break;
+            }
+        }
+    };
+    let name = "contended_timed_waiters_leave_while_starving";
+    run(name, &|| contend_timed::<QuickStarve>(name, THREADS, ROUNDS, true));
+    let name = "contended_timed_waiters_leave_while_starving_portable";
+    run(name, &|| contend_timed::<QuickStarve<ThreadParker>>(name, THREADS, ROUNDS, true));
+}
+
+#[test]
 fn an_uncontended_run_fails_the_starvation_check() {
     // The check above can fail: one thread never sleeps, so never starves.
     let events =
@@ -559,6 +598,18 @@ fn an_uncontended_run_fails_the_starvation_check() {
     assert_eq!(
         starved_shortfall(&events),
         ["Parked", "Starved", "HandedLock", "MovedFromTop", "MovedFromMiddle"],
+        "{events:?}"
+    );
+    // And the timed one: one thread's timed locks never wait.
+    let events = contend_timed::<QuickStarve>(
+        "an_uncontended_run_fails_the_starvation_check_timed",
+        1,
+        ROUNDS / 4,
+        true,
+    );
+    assert_eq!(
+        starved_timed_shortfall(&events),
+        ["Starved", "HandedLock", "TimedOut", "LeftStarving"],
         "{events:?}"
     );
 }

@@ -101,7 +101,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn spin_deadline() -> (u64, u64) {
         (0, 0)
     }
-    fn expired(_deadline: (), slept: bool) -> bool {
+    fn expired(_deadline: ModelDeadline, slept: bool) -> bool {
         // Every deadline falls during the waiter's first sleep.
         slept
     }
@@ -111,12 +111,12 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn starving(_since: u64) -> bool {
         crate::model::starving(FAIR)
     }
-    fn starve_deadline(_since: u64) -> Option<()> {
+    fn starve_deadline(_since: u64) -> Option<ModelDeadline> {
         if FAIR != 5 {
             return None;
         }
         crate::model::before_starve_deadline();
-        Some(())
+        Some(ModelDeadline::Starving)
     }
     fn record(event: Event) {
         crate::model::record(event);
@@ -194,6 +194,17 @@ impl<T: Copy> NodeCell<T> for LoomCell<T> {
 const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
 
+/// The model's deadlines have no time, only an order: a sleeper's own
+/// starvation deadline (rule 5) comes before a timed waiter's deadline, so
+/// that a timed waiter can mark itself starving before it leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum ModelDeadline {
+    /// A sleeper's starvation deadline (`Platform::starve_deadline`).
+    Starving,
+    /// A timed waiter's deadline (`lock_until`).
+    Timed,
+}
+
 /// A node's futex word, parked on through the futex model.
 pub(crate) struct FutexModel<const FAULT: u8, const SPURIOUS: usize> {
     word: AtomicU32,
@@ -213,9 +224,9 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     }
     /// The model has no clock: see [`crate::model::take_timeout`] for when
     /// a timed wait gives up.
-    type Deadline = ();
+    type Deadline = ModelDeadline;
 
-    fn park_until(&self, _deadline: ()) -> bool {
+    fn park_until(&self, _deadline: ModelDeadline) -> bool {
         while !self.unparked() {
             if futex_wait_timed(&self.word, PARKED, SPURIOUS) {
                 // As the kernel: a wake may have landed after the timeout.

@@ -286,8 +286,11 @@ pub(crate) enum Event {
     /// A sleeper that marked itself starving was neither the top nor the
     /// bottom of the stack, and moved to the bottom.
     MovedFromMiddle,
+    /// A timed waiter that had marked itself starving reached its own
+    /// deadline and unlinked its node (recorded with [`Event::TimedOut`]).
+    LeftStarving,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::MovedFromMiddle as usize + 1;
+pub(crate) const EVENTS: usize = Event::LeftStarving as usize + 1;
