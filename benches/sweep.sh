@@ -8,7 +8,7 @@
 # MAX_LOOK_GAP_NS, STARVING_NS, LOOK_NS (ns, in src/arch/mod.rs). For each
 # VALUE it runs the benchmark's `sweep` profile (the key cells, spinbit and
 # its four portable peers, 3 reps of 200 ms windows, no criterion: about
-# 25 s on 2 cores) with the constant overridden through the `tuning`
+# 30 s on 2 cores) with the constant overridden through the `tuning`
 # feature:
 #
 #   SPINBIT_<CONSTANT>=VALUE SPINBIT_BENCH_PROFILE=sweep \
