@@ -206,12 +206,12 @@
 //! (`benches/sweep.sh` runs it once per value of one tuning constant, set
 //! through the `tuning` feature, and `examples/sweep_report.rs` compares
 //! the points). The key cells only, inline layout: `contended` t2/cs0,
-//! t8/cs0, t32/cs0, t8/cs1000, t32/cs1000, t64/cs100 (think 0),
-//! t32/cs100/think1000, t32/cs10000/think100000, and `handoff/cs1000`
-//! (9 cells); spinbit, both `parking_lot`s, `usync` and `std` only (no
-//! pthread, no ablations: 45 pairs); 3 reps of 200 ms windows; the
-//! companion pass alone, no criterion. About 30 s on a 2-core machine,
-//! plus the build.
+//! t8/cs0, t32/cs0, t8/cs1000, t32/cs1000, t64/cs100, t64/cs1000,
+//! t64/cs10000 (think 0), t32/cs100/think1000, t32/cs10000/think100000,
+//! and `handoff/cs1000` (11 cells); spinbit, both `parking_lot`s, `usync`
+//! and `std` only (no pthread, no ablations: 55 pairs); 3 reps of 200 ms
+//! windows; the companion pass alone, no criterion. About 40 s on a 2-core
+//! machine, plus the build.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -1529,6 +1529,8 @@ const SWEEP: Profile = Profile {
             Workload::Contended { threads: 32, cs: 1000, think: 0 },
             Workload::Contended { threads: 32, cs: 100, think: 1000 },
             Workload::Contended { threads: 64, cs: 100, think: 0 },
+            Workload::Contended { threads: 64, cs: 1000, think: 0 },
+            Workload::Contended { threads: 64, cs: 10_000, think: 0 },
             Workload::Contended { threads: 32, cs: 10_000, think: 100_000 },
             Workload::Handoff { cs: 1000 },
         ],
@@ -1808,12 +1810,13 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 7] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
         "MAX_LOOK_GAP_NS",
         "STARVING_NS",
+        "STARVED_AWAKE_NS",
         "LOOK_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();

@@ -84,8 +84,9 @@
 //! stack (sleepers that marked themselves earlier stay below it), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
-//! Then it sleeps again, without a timeout, until the hand-off wakes it.
-//! No other thread has to notice it.
+//! Then it spins for up to 10 µs for the hand-off (a recipient that is
+//! running spares the lock the wake latency), and sleeps again, without a
+//! timeout, until the hand-off wakes it. No other thread has to notice it.
 //!
 //! Other threads judge too, by age, as a backstop (a sleeper whose timer
 //! has fired but which has not run yet): every thread that owns the stack

@@ -417,9 +417,9 @@ impl<P: Platform> Lock<P> {
     /// the platform's starvation deadline ([`Platform::starve_deadline`]):
     /// then we mark ourselves starving and move to the bottom of the stack
     /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
-    /// that marked itself before us), and sleep again until the hand-off's
-    /// wake. The bound on waiting rests on this step alone: it needs no
-    /// other thread to notice us.
+    /// that marked itself before us), spin a moment for that hand-off, and
+    /// sleep again. The bound on waiting rests on this step alone: it needs
+    /// no other thread to notice us.
     #[inline(always)]
     fn sleep(
         &self,
@@ -468,10 +468,10 @@ impl<P: Platform> Lock<P> {
                 node.parker.park();
                 return true;
             }
-            // Marked: the next sleep has no starvation deadline. (Waiting
-            // awake for the hand-off instead, yielding for up to 50 µs,
-            // cost throughput wherever other threads wanted the CPU:
-            // `benches/results/sweep-x86_64-amd-epyc.md`.)
+            if P::wait_awake(|| node.parker.unparked()) {
+                return true;
+            }
+            // Marked: the next sleep has no starvation deadline.
         }
     }
 

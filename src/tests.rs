@@ -321,7 +321,7 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
 /// At most this many runs of [`contend`] per test.
 const MAX_BATCHES: u32 = 5;
 
-/// Runs [`contend`] until `short` finds nothing missing from the events of
+/// Repeats `run` until `short` finds nothing missing from the events of
 /// all the runs so far, and fails if [`MAX_BATCHES`] runs are not enough.
 ///
 /// One run is enough on a quiet machine. Under load (another test binary,
@@ -329,27 +329,35 @@ const MAX_BATCHES: u32 = 5;
 /// the lock hands over directly instead of letting waiters spin, and a run
 /// shows fewer spins and pop wakes: more runs make up for it, so the
 /// requirement is on work done, never on time taken.
-fn contend_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+fn until(
     name: &str,
+    run: impl Fn() -> Events,
     short: impl Fn(&Events) -> Vec<&'static str>,
 ) -> Events {
     let mut total = Events::default();
     for batch in 1..=MAX_BATCHES {
-        total.add(&contend::<P>(name, THREADS, ROUNDS));
+        total.add(&run());
         if cfg!(miri) {
             break;
         }
         let missing = short(&total);
         assert!(
             missing.is_empty() || batch < MAX_BATCHES,
-            "{batch} runs of {THREADS} threads x {ROUNDS} rounds fell short of {missing:?}: \
-             {total:?}"
+            "{name}: {batch} runs fell short of {missing:?}: {total:?}"
         );
         if missing.is_empty() {
             break;
         }
     }
     total
+}
+
+/// [`until`] with runs of [`contend`].
+fn contend_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    short: impl Fn(&Events) -> Vec<&'static str>,
+) -> Events {
+    until(name, || contend::<P>(name, THREADS, ROUNDS), short)
 }
 
 /// As [`contend`], but half the acquisitions (or all) are timed, with deadlines
@@ -420,7 +428,7 @@ fn timed_shortfall(events: &Events, need_popped: bool) -> Vec<&'static str> {
     short
 }
 
-/// Runs [`contend_timed`] until [`timed_shortfall`] finds nothing missing.
+/// [`until`] with runs of [`contend_timed`] and [`timed_shortfall`].
 fn contend_timed_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     name: &str,
     need_popped: bool,
@@ -428,22 +436,11 @@ fn contend_timed_until<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 where
     P::Parker: Parker<Deadline = Instant>,
 {
-    let mut total = Events::default();
-    for batch in 1..=MAX_BATCHES {
-        total.add(&contend_timed::<P>(name, THREADS, ROUNDS, need_popped));
-        if cfg!(miri) {
-            break;
-        }
-        let missing = timed_shortfall(&total, need_popped);
-        assert!(
-            missing.is_empty() || batch < MAX_BATCHES,
-            "{batch} runs fell short of {missing:?}: {total:?}"
-        );
-        if missing.is_empty() {
-            break;
-        }
-    }
-    total
+    until(
+        name,
+        || contend_timed::<P>(name, THREADS, ROUNDS, need_popped),
+        |e| timed_shortfall(e, need_popped),
+    )
 }
 
 #[test]
@@ -567,27 +564,18 @@ fn contended_timed_waiters_leave_while_starving() {
     // A 20 µs threshold and deadlines up to 64 µs away: many timed waiters
     // mark themselves starving, move to the bottom, and then reach their
     // own deadline before the hand-off; they leave with STARVING set.
-    let run = |name, events: &dyn Fn() -> Events| {
-        let mut total = Events::default();
-        for batch in 1..=MAX_BATCHES {
-            total.add(&events());
-            if cfg!(miri) {
-                break;
-            }
-            let missing = starved_timed_shortfall(&total);
-            assert!(
-                missing.is_empty() || batch < MAX_BATCHES,
-                "{name}: {batch} runs fell short of {missing:?}: {total:?}"
-            );
-            if missing.is_empty() {
-                break;
-            }
-        }
-    };
     let name = "contended_timed_waiters_leave_while_starving";
-    run(name, &|| contend_timed::<QuickStarve>(name, THREADS, ROUNDS, true));
+    until(
+        name,
+        || contend_timed::<QuickStarve>(name, THREADS, ROUNDS, true),
+        starved_timed_shortfall,
+    );
     let name = "contended_timed_waiters_leave_while_starving_portable";
-    run(name, &|| contend_timed::<QuickStarve<ThreadParker>>(name, THREADS, ROUNDS, true));
+    until(
+        name,
+        || contend_timed::<QuickStarve<ThreadParker>>(name, THREADS, ROUNDS, true),
+        starved_timed_shortfall,
+    );
 }
 
 #[test]

@@ -142,6 +142,25 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// 0.85).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
+/// How long a sleeper that has just marked itself starving spins (spin
+/// hints, no yield) for its hand-off before it sleeps again. The holder's
+/// unlock hands it the lock, often within a critical section or two, and a
+/// recipient that is running spares the lock the wake latency.
+///
+/// Until commit e48c7d6 the wait yielded for up to 50 µs; under
+/// oversubscription a yield sends the thread to the back of the run queue
+/// for milliseconds, and the lock handed to it waited there too
+/// (`t32/cs10000/think100000` 0.58 of the best peer). Without any wait,
+/// every hand-off paid a wake (`t64/cs10000` 0.43). Spinning, swept on the
+/// 2-core AMD EPYC VM over 0, 5, 10, 20 and 50 µs (sweep profile, 2 runs
+/// each, fifth section of `benches/results/sweep-x86_64-amd-epyc.md`):
+/// 5-20 µs are near each other, 50 µs loses the 64-thread cells (0.50-0.56
+/// against 0.67-0.81 at 10 µs), and 10 µs was best or within noise of the
+/// best in nine of the eleven cells (`t32/cs1000` 0.81 without the wait,
+/// 0.96 at 10 µs; `t64/cs1000` 0.53, 0.81; `t32/cs10000/think100000` 0.81,
+/// 0.88).
+pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
+
 /// How often one thread that takes locks by spinning looks at the oldest
 /// sleeper (the look takes the stack while the thread holds the lock; two
 /// CASes on a line the holder owns, plus a read of the tail node). A
@@ -169,6 +188,8 @@ pub(crate) enum Knob {
     PingPongPause,
     /// [`MAX_LOOK_GAP_NS`].
     MaxLookGap,
+    /// [`STARVED_AWAKE_NS`].
+    StarvedAwake,
 }
 
 impl Knob {
@@ -182,6 +203,7 @@ impl Knob {
             Knob::Look => "LOOK_NS",
             Knob::PingPongPause => "PING_PONG_PAUSE_NS",
             Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
+            Knob::StarvedAwake => "STARVED_AWAKE_NS",
         }
     }
 }
@@ -201,7 +223,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 6] = [const { OnceLock::new() }; 6];
+    static VALUES: [OnceLock<u64>; 7] = [const { OnceLock::new() }; 7];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

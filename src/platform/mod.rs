@@ -226,6 +226,13 @@ pub(crate) trait Platform: Sized + 'static {
     fn starve_deadline(_since: u64) -> Option<Deadline<Self>> {
         None
     }
+    /// A sleeper that just marked itself starving may wait here, awake, for
+    /// the hand-off (`woken` says whether it came) before it sleeps again:
+    /// the holder's unlock may be moments away. Returns `woken()`.
+    #[inline(always)]
+    fn wait_awake(woken: impl Fn() -> bool) -> bool {
+        woken()
+    }
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}

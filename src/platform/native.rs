@@ -173,6 +173,27 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
     #[inline]
+    fn wait_awake(woken: impl Fn() -> bool) -> bool {
+        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
+        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(awake));
+        let gap = Self::max_backoff();
+        loop {
+            if woken() {
+                return true;
+            }
+            if arch::ticks() >= until {
+                return false;
+            }
+            // Spin hints, not a yield: a thread that yields while others
+            // are runnable goes to the back of the run queue (milliseconds
+            // on an oversubscribed CPU), and the lock handed to it would
+            // wait there with it.
+            for _ in 0..gap {
+                Self::spin_hint();
+            }
+        }
+    }
+    #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
         std::time::Instant::now() >= deadline
     }
