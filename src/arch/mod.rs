@@ -139,7 +139,7 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// over the same values after marked sleepers stopped waiting awake for
 /// their hand-off (fourth section there): the same trade-off (`t32/cs1000`
 /// 0.67, 0.82, 0.93 and fairness 0.54, 0.32, 0.14; `t64/cs100` 0.58, 0.75,
-/// 0.85).
+/// 0.85). Not swept again since they spin for it ([`STARVED_AWAKE_NS`]).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
