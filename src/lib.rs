@@ -81,7 +81,8 @@
 //! timeout 2 ms after it first slept in this `lock` call. If the timeout
 //! fires while its node is still on the stack, the thread takes
 //! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
-//! stack (sleepers that marked themselves earlier stay below it), sets
+//! stack (sleepers that marked themselves earlier stay below it: it goes
+//! right above them), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
 //! Then it spins for up to 10 µs for the hand-off (a recipient that is

@@ -549,12 +549,17 @@ impl<P: Platform> Lock<P> {
         }
     }
 
-    /// Moves `me` to the bottom of the stack if it is linked; returns
-    /// whether it was. `s` is a recent value of the word and is kept up to
-    /// date.
+    /// Moves `me` just above the sleepers that marked themselves starving
+    /// before it (they sit at the bottom of the stack, oldest mark lowest),
+    /// or to the very bottom if there are none; returns whether `me` was
+    /// linked. `s` is a recent value of the word and is kept up to date.
+    ///
+    /// Hand-offs serve the bottom first, so the marked sleepers are served
+    /// in the order they marked themselves: a later mark never passes an
+    /// earlier one, which is what the bound in the crate docs counts on.
     ///
     /// # Safety
-    /// We own the stack (`s` has STACK_LOCKED).
+    /// We own the stack (`s` has STACK_LOCKED), and `me` is not marked.
     unsafe fn move_to_bottom(&self, s: &mut *mut Node<P>, me: *mut Node<P>) -> bool {
         loop {
             let top = head(*s);
@@ -563,12 +568,28 @@ impl<P: Platform> Lock<P> {
             }
             // SAFETY: we own the stack: its nodes stay linked and their
             // threads blocked (or, like us, waiting for the stack) until a
-            // stack owner unlinks them, and we alone write links.
+            // stack owner unlinks them, and we alone write links. The walk
+            // in `tail_if_linked` set the `prev` links from the top down.
             unsafe {
                 let Some(tail) = tail_if_linked(top, me) else {
                     return false;
                 };
-                if me == tail {
+                // The highest of the marked run at the bottom (null if the
+                // tail is not marked): we go right above it. The run never
+                // includes `me`, which is not marked yet.
+                let mut run = ptr::null_mut();
+                if P::FAULT != Fault::MarkedBelowEarlierMarks {
+                    let mut cur = tail;
+                    while cur != me && (*cur).starved.get() {
+                        run = cur;
+                        if cur == top {
+                            break;
+                        }
+                        cur = (*cur).prev.get();
+                    }
+                }
+                // Already in place: the tail, or right above the run.
+                if me == tail || (!run.is_null() && (*run).prev.get() == me) {
                     return true;
                 }
                 let next = (*me).next.get();
@@ -589,6 +610,9 @@ impl<P: Platform> Lock<P> {
                             continue;
                         }
                     }
+                    // The new top caches the tail, which does not change
+                    // unless we become it (below).
+                    (*next).tail.set(tail);
                     next
                 } else {
                     P::record(Event::MovedFromMiddle);
@@ -597,13 +621,26 @@ impl<P: Platform> Lock<P> {
                     (*next).prev.set(newer);
                     top
                 };
-                (*tail).next.set(me);
-                (*me).prev.set(tail);
-                (*me).next.set(ptr::null_mut());
                 // Walks stop at the first node that caches a tail: the top
-                // caches us, and we cache nothing.
+                // does, and we cache nothing.
                 (*me).tail.set(ptr::null_mut());
-                (*new_top).tail.set(me);
+                if run.is_null() {
+                    // Nobody marked: we become the tail.
+                    (*tail).next.set(me);
+                    (*me).prev.set(tail);
+                    (*me).next.set(ptr::null_mut());
+                    (*new_top).tail.set(me);
+                } else {
+                    // Right above the run. `run` is not the top: we were
+                    // linked above it, and the top is never marked alone
+                    // above us once we moved off it.
+                    P::record(Event::MovedAboveMarked);
+                    let newer = (*run).prev.get();
+                    (*newer).next.set(me);
+                    (*me).prev.set(newer);
+                    (*me).next.set(run);
+                    (*run).prev.set(me);
+                }
                 return true;
             }
         }

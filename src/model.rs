@@ -72,8 +72,12 @@ struct Steer {
     pauser: Option<(thread::ThreadId, &'static Notify)>,
     /// How many more timed futex waits time out instead of blocking.
     timeouts: usize,
-    /// If set, only this thread's timed waits may time out.
+    /// If set, only this thread's timed waits may time out (and those of
+    /// `more_timeout_threads`).
     timeout_thread: Option<thread::ThreadId>,
+    more_timeout_threads: Vec<thread::ThreadId>,
+    /// If set, counts the sleepers that marked themselves starving.
+    marks: Option<&'static AtomicUsize>,
     /// If set, the timeout thread's first starvation deadline waits for it.
     starve_gate: Option<&'static Gate>,
     /// If set, the timeout thread waits for the gate when it records the
@@ -89,6 +93,11 @@ thread_local! {
 
 pub(crate) fn record(event: Event) {
     SEEN.with(|s| s.borrow_mut().events[event as usize] += 1);
+    if event as usize == Event::Starved as usize
+        && let Some(marks) = STEER.with(|s| s.borrow().marks)
+    {
+        marks.fetch_add(1, Relaxed);
+    }
     let gate = STEER.with(|s| {
         let mut s = s.borrow_mut();
         match s.event_gate {
@@ -148,7 +157,9 @@ pub(crate) fn starving(rule: u8) -> bool {
 pub(crate) fn take_timeout() -> bool {
     STEER.with(|s| {
         let mut s = s.borrow_mut();
-        let mine = s.timeout_thread.is_none_or(|id| id == thread::current().id());
+        let me = thread::current().id();
+        let mine =
+            s.timeout_thread.is_none_or(|id| id == me) || s.more_timeout_threads.contains(&me);
         let take = s.timeouts > 0 && mine;
         s.timeouts -= usize::from(take);
         take
@@ -169,6 +180,16 @@ fn allow_my_timeouts(n: usize, gate: Option<&'static Gate>) {
         s.timeouts = n;
         s.timeout_thread = Some(thread::current().id());
         s.starve_gate = gate;
+    });
+}
+
+/// Lets one more timed wait time out: the current thread's, in addition
+/// to those that `allow_my_timeouts` allowed.
+fn allow_one_more_of_my_timeouts() {
+    STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        s.timeouts += 1;
+        s.more_timeout_threads.push(thread::current().id());
     });
 }
 
@@ -603,6 +624,76 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
         assert_eq!(g.value(), won.load(Relaxed) + usize::from(other));
         assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
     })
+}
+
+/// Two sleepers mark themselves starving one after the other while the
+/// main thread holds the lock: `a` first (the main thread waits for the
+/// STARVING it sets), then `b`, pushed after that, on top of `c`, an
+/// unmarked sleeper, if `between`. Then the main thread unlocks. The
+/// hand-offs must serve the marked sleepers in the order they marked
+/// themselves (the bound in the crate docs counts on it): `a`, then `b`,
+/// and `c` last. Each thread appends its digit to the guarded number.
+fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let marks: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        let turn = move |digit: usize| {
+            g.lock.lock();
+            g.data.with_mut(|p| {
+                // SAFETY: loom checks that the lock orders this access.
+                unsafe { *p = *p * 10 + digit }
+            });
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        };
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            turn(1);
+        })];
+        // Until `a` has marked itself and set STARVING.
+        g.wait_for(|w| w & STARVING != 0);
+        if between {
+            let below = g.word() & !FLAGS;
+            handles.push(thread::spawn(move || turn(3)));
+            g.wait_for(|w| w & !FLAGS != below);
+        }
+        handles.push(thread::spawn(move || {
+            allow_one_more_of_my_timeouts();
+            turn(2);
+        }));
+        // Until `b` has marked itself and given the stack back.
+        while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
+            thread::yield_now();
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value();
+        assert_eq!(order, if between { 123 } else { 12 }, "served out of mark order");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn marked_sleepers_are_handed_the_lock_in_mark_order() {
+    // `b` marks right above `a`: it stays where it is.
+    let seen = marks_in_order::<0>(false, bound(1, 1));
+    assert!(seen.of(Event::Starved) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+fn a_later_mark_moves_above_the_earlier_marks() {
+    // `b` moves from the top to between `c` and `a`.
+    let seen = marks_in_order::<0>(true, bound(0, 0));
+    assert!(seen.of(Event::MovedAboveMarked) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "served out of mark order")]
+fn broken_later_mark_moves_below_the_earlier_marks() {
+    marks_in_order::<16>(true, bound(0, 0));
 }
 
 #[test]

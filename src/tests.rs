@@ -512,8 +512,8 @@ fn contended_when_every_waiter_spins() {
 }
 
 /// What a run of sleepers that judge themselves must show: sleepers that
-/// marked themselves starving, moves to the bottom from the top and from
-/// the middle of the stack, and hand-offs. (Wakes are rare: nearly every
+/// marked themselves starving, moves down from the top and from the middle
+/// of the stack, moves to just above earlier marks, and hand-offs. (Wakes are rare: nearly every
 /// sleeper starves before one comes.)
 fn starved_shortfall(e: &Events) -> Vec<&'static str> {
     below(
@@ -524,6 +524,7 @@ fn starved_shortfall(e: &Events) -> Vec<&'static str> {
             (Event::HandedLock, "HandedLock", MIN_EVENTS),
             (Event::MovedFromTop, "MovedFromTop", MIN_EVENTS / 10),
             (Event::MovedFromMiddle, "MovedFromMiddle", MIN_EVENTS / 10),
+            (Event::MovedAboveMarked, "MovedAboveMarked", MIN_EVENTS / 10),
         ],
     )
 }

@@ -51,7 +51,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         12 => Fault::UnlinkWithoutStackLock,
         13 => Fault::GiveUpKeepsSpinning,
         14 => Fault::StarveDropsWake,
-        _ => Fault::RelaxedMoveRetry,
+        15 => Fault::RelaxedMoveRetry,
+        _ => Fault::MarkedBelowEarlierMarks,
     }
 }
 

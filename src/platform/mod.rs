@@ -75,6 +75,9 @@ pub(crate) enum Fault {
     LeaveKeepsWake,
     /// A timed-out waiter unlinks its node without owning the stack.
     UnlinkWithoutStackLock,
+    /// A sleeper that marks itself starving moves below the sleepers that
+    /// marked themselves before it, so later marks are served first.
+    MarkedBelowEarlierMarks,
     /// A sleeper that marks itself starving gives the stack back without
     /// the wake that unlocks which found the stack owned left to it.
     StarveDropsWake,
@@ -288,16 +291,19 @@ pub(crate) enum Event {
     /// owner had already popped it: it took the wake that was on its way.
     PoppedWhileStarving,
     /// A sleeper that marked itself starving was the top of the stack (and
-    /// not its bottom), and moved to the bottom.
+    /// not its bottom), and moved down.
     MovedFromTop,
     /// A sleeper that marked itself starving was neither the top nor the
-    /// bottom of the stack, and moved to the bottom.
+    /// bottom of the stack, and moved down.
     MovedFromMiddle,
     /// A timed waiter that had marked itself starving reached its own
     /// deadline and unlinked its node (recorded with [`Event::TimedOut`]).
     LeftStarving,
+    /// A sleeper that marked itself starving moved to just above the
+    /// sleepers that had marked themselves before it, not to the bottom.
+    MovedAboveMarked,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::LeftStarving as usize + 1;
+pub(crate) const EVENTS: usize = Event::MovedAboveMarked as usize + 1;
