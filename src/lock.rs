@@ -61,6 +61,11 @@ pub(crate) struct Node<P: Platform> {
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
     /// then on it counts as starving.
     starved: P::Cell<bool>,
+    /// When a hand-off unlinked this node ([`Platform::now`] ticks), for the
+    /// test build's measurement of how long the lock waits for its
+    /// recipient.
+    #[cfg(test)]
+    handed_at: P::Cell<u64>,
     parker: P::Parker,
 }
 
@@ -75,6 +80,8 @@ impl<P: Platform> Node<P> {
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
+            #[cfg(test)]
+            handed_at: NodeCell::new(0),
             parker: Parker::new(),
         }
     }
@@ -395,6 +402,12 @@ impl<P: Platform> Lock<P> {
                         // and the hand-over's futex store (Release, acquired
                         // by `park`) carries the previous critical section.
                         P::record(Event::HandedLock);
+                        // SAFETY: as for `handed_lock` above. Saturating:
+                        // two CPUs' tick counters may disagree slightly.
+                        #[cfg(test)]
+                        P::record_hand_off(
+                            P::now().saturating_sub(unsafe { node.handed_at.get() }),
+                        );
                         return true;
                     }
                     from_tail = next.is_null();
@@ -1173,6 +1186,10 @@ unsafe fn woken<P: Platform>(
     // SAFETY: forwarded from the caller.
     unsafe {
         (*node).handed_lock.set(hand_over);
+        #[cfg(test)]
+        if hand_over {
+            (*node).handed_at.set(P::now());
+        }
         (*node).handed_spin.set(!hand_over && flags(s) & SPINNING == 0);
     }
     node

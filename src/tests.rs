@@ -40,11 +40,22 @@ pub(crate) struct Events {
     counts: [u64; MAX_EVENTS],
     /// One instance of each variant seen, for printing its name.
     seen: [Option<Event>; MAX_EVENTS],
+    /// How long hand-offs' recipients took to return with the lock: count
+    /// and total ns, per bucket of [`HAND_OFF_BUCKETS_NS`] (the last one
+    /// open-ended).
+    hand_offs: [[u64; 2]; HAND_OFF_BUCKETS_NS.len() + 1],
 }
+
+/// Upper bounds (exclusive) of the hand-off wait buckets, in ns.
+const HAND_OFF_BUCKETS_NS: [u64; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
 impl Default for Events {
     fn default() -> Self {
-        Events { counts: [0; MAX_EVENTS], seen: [None; MAX_EVENTS] }
+        Events {
+            counts: [0; MAX_EVENTS],
+            seen: [None; MAX_EVENTS],
+            hand_offs: [[0; 2]; HAND_OFF_BUCKETS_NS.len() + 1],
+        }
     }
 }
 
@@ -54,6 +65,15 @@ impl Events {
             self.counts[i] += other.counts[i];
             self.seen[i] = self.seen[i].or(other.seen[i]);
         }
+        for (mine, theirs) in self.hand_offs.iter_mut().zip(&other.hand_offs) {
+            mine[0] += theirs[0];
+            mine[1] += theirs[1];
+        }
+    }
+
+    /// The total time hand-offs' recipients took to return with the lock.
+    fn hand_off_wait(&self) -> Duration {
+        Duration::from_nanos(self.hand_offs.iter().map(|b| b[1]).sum())
     }
 
     fn get(&self, event: Event) -> u64 {
@@ -74,6 +94,21 @@ impl fmt::Debug for Events {
                 m.entry(event, count);
             }
         }
+        if self.hand_offs.iter().any(|b| b[0] > 0) {
+            // "<1us: 4000 (0 ms)", ..., ">=1000us: 3 (5 ms)"
+            let mut lower = 0;
+            let mut waits = Vec::new();
+            for (i, [n, ns]) in self.hand_offs.iter().enumerate() {
+                let label = match HAND_OFF_BUCKETS_NS.get(i) {
+                    Some(&upper) if lower == 0 => format!("<{}us", upper / 1_000),
+                    Some(&upper) => format!("{}-{}us", lower / 1_000, upper / 1_000),
+                    None => format!(">={}us", lower / 1_000),
+                };
+                waits.push(format!("{label}: {n} ({} ms)", ns / 1_000_000));
+                lower = HAND_OFF_BUCKETS_NS.get(i).copied().unwrap_or(lower);
+            }
+            m.entry(&"hand-off waits", &waits.join(", "));
+        }
         m.finish()
     }
 }
@@ -89,6 +124,20 @@ pub(crate) fn record(event: Event) {
     EVENTS.with_borrow_mut(|e| {
         e.counts[i] += 1;
         e.seen[i] = Some(event);
+    });
+}
+
+/// Called by the native platforms' `Platform::record_hand_off` in test
+/// builds.
+pub(crate) fn record_hand_off(ticks: u64) {
+    let ns = ticks.saturating_mul(1_000) / crate::arch::ticks_per_us();
+    let i = HAND_OFF_BUCKETS_NS
+        .iter()
+        .position(|&upper| ns < upper)
+        .unwrap_or(HAND_OFF_BUCKETS_NS.len());
+    EVENTS.with_borrow_mut(|e| {
+        e.hand_offs[i][0] += 1;
+        e.hand_offs[i][1] += ns;
     });
 }
 
@@ -299,6 +348,11 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     assert_eq!(g.word(), 0, "lock left dirty");
     let events = total.into_inner().unwrap();
     eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
+    assert_eq!(
+        events.hand_offs.iter().map(|b| b[0]).sum::<u64>(),
+        events.get(Event::HandedLock),
+        "{name}: a hand-off whose wait was not timed"
+    );
     events
 }
 
@@ -586,7 +640,7 @@ fn an_uncontended_run_fails_the_starvation_check() {
         contend::<QuickStarve>("an_uncontended_run_fails_the_starvation_check", 1, ROUNDS / 4);
     assert_eq!(
         starved_shortfall(&events),
-        ["Parked", "Starved", "HandedLock", "MovedFromTop", "MovedFromMiddle"],
+        ["Parked", "Starved", "HandedLock", "MovedFromTop", "MovedFromMiddle", "MovedAboveMarked"],
         "{events:?}"
     );
     // And the timed one: one thread's timed locks never wait.
@@ -601,6 +655,75 @@ fn an_uncontended_run_fails_the_starvation_check() {
         ["Starved", "HandedLock", "TimedOut", "LeftStarving"],
         "{events:?}"
     );
+}
+
+/// A measurement, not a pass/fail test (it checks only mutual exclusion);
+/// run it by hand, on a quiet machine:
+///
+/// ```text
+/// SPINBIT_DIAG_THREADS=64 SPINBIT_DIAG_CS_NS=10000 \
+///   cargo test --release --lib hand_off_wait_profile -- --ignored --nocapture
+/// ```
+///
+/// `SPINBIT_DIAG_THREADS` threads (default 64) lock, spin for
+/// `SPINBIT_DIAG_CS_NS` ns (default 100) and unlock, with no think time,
+/// for three windows of 500 ms. For each window it prints the throughput,
+/// the slow-path events, and how long the recipients of hand-offs took to
+/// return with the lock (bucketed), which is time the lock is held by a
+/// thread that is not running: their total, as a share of the window,
+/// is what starvation mode costs the throughput.
+#[test]
+#[ignore = "a measurement, run by hand (see its doc comment)"]
+fn hand_off_wait_profile() {
+    let var = |name: &str, default: u64| {
+        std::env::var(name).map_or(default, |v| {
+            v.parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number"))
+        })
+    };
+    let threads = var("SPINBIT_DIAG_THREADS", 64);
+    let cs = var("SPINBIT_DIAG_CS_NS", 100);
+    let window = Duration::from_millis(500);
+    for _ in 0..3 {
+        let g = Guarded::<Native>::new();
+        let total = Mutex::new(Events::default());
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let ops = std::sync::atomic::AtomicU64::new(0);
+        let start = Instant::now();
+        thread::scope(|s| {
+            for _ in 0..threads {
+                let (g, total, stop, ops) = (&g, &total, &stop, &ops);
+                s.spawn(move || {
+                    let _tally = Tally(total);
+                    let mut n = 0;
+                    while !stop.load(Relaxed) {
+                        g.lock.lock();
+                        // SAFETY: locked; a plain read-modify-write that
+                        // loses updates without mutual exclusion.
+                        unsafe {
+                            let v = std::hint::black_box(*g.data.get());
+                            spin_for_ns(cs);
+                            *g.data.get() = v + 1;
+                            g.lock.unlock();
+                        }
+                        n += 1;
+                    }
+                    ops.fetch_add(n, Relaxed);
+                });
+            }
+            thread::sleep(window);
+            stop.store(true, Relaxed);
+        });
+        let elapsed = start.elapsed();
+        let ops = ops.into_inner();
+        assert_eq!(g.value(), ops, "lost updates: mutual exclusion failed");
+        let events = total.into_inner().unwrap();
+        eprintln!(
+            "t{threads}/cs{cs}: {:.3} Mops/s, {ops} ops in {elapsed:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
+            ops as f64 / elapsed.as_secs_f64() / 1e6,
+            events.hand_off_wait(),
+            100.0 * events.hand_off_wait().as_secs_f64() / elapsed.as_secs_f64(),
+        );
+    }
 }
 
 #[test]

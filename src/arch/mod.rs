@@ -139,7 +139,12 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// over the same values after marked sleepers stopped waiting awake for
 /// their hand-off (fourth section there): the same trade-off (`t32/cs1000`
 /// 0.67, 0.82, 0.93 and fairness 0.54, 0.32, 0.14; `t64/cs100` 0.58, 0.75,
-/// 0.85). Not swept again since they spin for it ([`STARVED_AWAKE_NS`]).
+/// 0.85). Swept once more over 0.5, 1 and 2 ms once they spin for it
+/// ([`STARVED_AWAKE_NS`]; sixth section there): 500 µs never leaves
+/// starvation mode at 64 threads (`t64/cs100` 0.04 of the best peer, every
+/// acquisition a hand-off to a sleeping thread), 1 ms costs `t32/cs1000`
+/// 0.89 → 0.70 and `t64/cs1000` 0.53 → 0.24 for fairness at `t8/cs0`
+/// 0.42 → 0.57.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin

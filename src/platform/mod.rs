@@ -239,6 +239,11 @@ pub(crate) trait Platform: Sized + 'static {
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
+    /// Test instrumentation: a hand-off's recipient returned with the lock
+    /// `ticks` ([`Platform::now`]) after the hand-off unlinked it.
+    #[cfg(test)]
+    #[inline(always)]
+    fn record_hand_off(_ticks: u64) {}
 }
 
 /// Slow-path events, counted per thread in test builds.

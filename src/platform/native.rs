@@ -202,6 +202,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     fn record(event: super::Event) {
         crate::tests::record(event);
     }
+    #[cfg(test)]
+    fn record_hand_off(ticks: u64) {
+        crate::tests::record_hand_off(ticks);
+    }
 }
 
 impl<N> StateWord<N> for AtomicPtr<N> {
