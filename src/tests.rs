@@ -666,7 +666,8 @@ fn an_uncontended_run_fails_the_starvation_check() {
 /// ```
 ///
 /// `SPINBIT_DIAG_THREADS` threads (default 64) lock, spin for
-/// `SPINBIT_DIAG_CS_NS` ns (default 100) and unlock, with no think time,
+/// `SPINBIT_DIAG_CS_NS` ns (default 100) and unlock (with `unlock_fair` if
+/// `SPINBIT_DIAG_FAIR=1`), with no think time,
 /// for three windows of 500 ms. For each window it prints the throughput,
 /// the slow-path events, and how long the recipients of hand-offs took to
 /// return with the lock (bucketed), which is time the lock is held by a
@@ -682,6 +683,7 @@ fn hand_off_wait_profile() {
     };
     let threads = var("SPINBIT_DIAG_THREADS", 64);
     let cs = var("SPINBIT_DIAG_CS_NS", 100);
+    let fair = var("SPINBIT_DIAG_FAIR", 0) != 0;
     let window = Duration::from_millis(500);
     for _ in 0..3 {
         let g = Guarded::<Native>::new();
@@ -703,7 +705,11 @@ fn hand_off_wait_profile() {
                             let v = std::hint::black_box(*g.data.get());
                             spin_for_ns(cs);
                             *g.data.get() = v + 1;
-                            g.lock.unlock();
+                            if fair {
+                                g.lock.unlock_fair();
+                            } else {
+                                g.lock.unlock();
+                            }
                         }
                         n += 1;
                     }
@@ -718,7 +724,8 @@ fn hand_off_wait_profile() {
         assert_eq!(g.value(), ops, "lost updates: mutual exclusion failed");
         let events = total.into_inner().unwrap();
         eprintln!(
-            "t{threads}/cs{cs}: {:.3} Mops/s, {ops} ops in {elapsed:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
+            "t{threads}/cs{cs}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
+            if fair { "/fair" } else { "" },
             ops as f64 / elapsed.as_secs_f64() / 1e6,
             events.hand_off_wait(),
             100.0 * events.hand_off_wait().as_secs_f64() / elapsed.as_secs_f64(),
