@@ -71,6 +71,15 @@ impl Events {
         }
     }
 
+    /// Checks that every hand-off the run counted was also timed.
+    fn assert_hand_offs_timed(&self, name: &str) {
+        assert_eq!(
+            self.hand_offs.iter().map(|b| b[0]).sum::<u64>(),
+            self.get(Event::HandedLock),
+            "{name}: a hand-off whose wait was not timed"
+        );
+    }
+
     /// The total time hand-offs' recipients took to return with the lock.
     fn hand_off_wait(&self) -> Duration {
         Duration::from_nanos(self.hand_offs.iter().map(|b| b[1]).sum())
@@ -348,11 +357,7 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     assert_eq!(g.word(), 0, "lock left dirty");
     let events = total.into_inner().unwrap();
     eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
-    assert_eq!(
-        events.hand_offs.iter().map(|b| b[0]).sum::<u64>(),
-        events.get(Event::HandedLock),
-        "{name}: a hand-off whose wait was not timed"
-    );
+    events.assert_hand_offs_timed(name);
     events
 }
 
@@ -462,6 +467,7 @@ where
     assert_eq!(g.word(), 0, "lock left dirty");
     let events = total.into_inner().unwrap();
     eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
+    events.assert_hand_offs_timed(name);
     events
 }
 
@@ -567,8 +573,8 @@ fn contended_when_every_waiter_spins() {
 
 /// What a run of sleepers that judge themselves must show: sleepers that
 /// marked themselves starving, moves down from the top and from the middle
-/// of the stack, moves to just above earlier marks, and hand-offs. (Wakes are rare: nearly every
-/// sleeper starves before one comes.)
+/// of the stack, moves to just above earlier marks, and hand-offs. (Wakes
+/// are rare: nearly every sleeper starves before one comes.)
 fn starved_shortfall(e: &Events) -> Vec<&'static str> {
     below(
         e,
