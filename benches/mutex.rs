@@ -206,11 +206,12 @@
 //! (`benches/sweep.sh` runs it once per value of one tuning constant, set
 //! through the `tuning` feature, and `examples/sweep_report.rs` compares
 //! the points). The key cells only, inline layout: `contended` t2/cs0,
-//! t8/cs0, t32/cs0, t8/cs1000, t32/cs1000, t64/cs100, t64/cs1000,
-//! t64/cs10000 (think 0), t32/cs100/think1000, t32/cs10000/think100000,
-//! and `handoff/cs1000` (11 cells); spinbit, both `parking_lot`s, `usync`
-//! and `std` only (no pthread, no ablations: 55 pairs); 3 reps of 200 ms
-//! windows; the companion pass alone, no criterion. About 40 s on a 2-core
+//! t4/cs0, t8/cs0, t16/cs0, t32/cs0, t64/cs0, t8/cs100, t32/cs100,
+//! t64/cs100, t8/cs1000, t16/cs1000, t32/cs1000, t64/cs1000, t64/cs10000
+//! (think 0), t32/cs100/think1000, t32/cs10000/think100000, and
+//! `handoff/cs1000` (17 cells); spinbit, both `parking_lot`s, `usync`
+//! and `std` only (no pthread, no ablations: 85 pairs); 3 reps of 200 ms
+//! windows; the companion pass alone, no criterion. About 65 s on a 2-core
 //! machine, plus the build.
 
 use std::cell::UnsafeCell;
@@ -1533,6 +1534,12 @@ const SWEEP: Profile = Profile {
             Workload::Contended { threads: 64, cs: 10_000, think: 0 },
             Workload::Contended { threads: 32, cs: 10_000, think: 100_000 },
             Workload::Handoff { cs: 1000 },
+            Workload::Contended { threads: 4, cs: 0, think: 0 },
+            Workload::Contended { threads: 16, cs: 0, think: 0 },
+            Workload::Contended { threads: 64, cs: 0, think: 0 },
+            Workload::Contended { threads: 8, cs: 100, think: 0 },
+            Workload::Contended { threads: 32, cs: 100, think: 0 },
+            Workload::Contended { threads: 16, cs: 1000, think: 0 },
         ],
         ..Matrix::EMPTY
     },
@@ -1810,7 +1817,7 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 7] = [
+    const NAMES: [&str; 9] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
@@ -1818,6 +1825,8 @@ fn tuning() -> Vec<Tuning> {
         "STARVING_NS",
         "STARVED_AWAKE_NS",
         "LOOK_NS",
+        "ARRIVAL_YIELDS",
+        "YIELD_BUSY_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

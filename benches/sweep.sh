@@ -5,11 +5,11 @@
 #   benches/sweep.sh SPIN_NS 1000 2000 4000
 #
 # CONSTANT is one of SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS,
-# MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS (ns, in
-# src/arch/mod.rs). For each
+# MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS
+# (ns) or ARRIVAL_YIELDS (a count), all in src/arch/mod.rs. For each
 # VALUE it runs the benchmark's `sweep` profile (the key cells, spinbit and
 # its four portable peers, 3 reps of 200 ms windows, no criterion: about
-# 40 s on 2 cores) with the constant overridden through the `tuning`
+# 65 s on 2 cores) with the constant overridden through the `tuning`
 # feature:
 #
 #   SPINBIT_<CONSTANT>=VALUE SPINBIT_BENCH_PROFILE=sweep \
@@ -33,9 +33,10 @@ fi
 constant=$1
 shift
 case $constant in
-  SPIN_NS | PING_PONG_NS | PING_PONG_PAUSE_NS | MAX_LOOK_GAP_NS | STARVING_NS | STARVED_AWAKE_NS | LOOK_NS) ;;
+  SPIN_NS | PING_PONG_NS | PING_PONG_PAUSE_NS | MAX_LOOK_GAP_NS | STARVING_NS | STARVED_AWAKE_NS | LOOK_NS | \
+    YIELD_BUSY_NS | ARRIVAL_YIELDS) ;;
   *)
-    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS)" >&2
+    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS, ARRIVAL_YIELDS)" >&2
     exit 2
     ;;
 esac

@@ -18,7 +18,7 @@
 //! A classic adaptive mutex lets every waiter spin before it sleeps. With many
 //! threads they all spin at once: the lock's cache line bounces between cores,
 //! the holder is slowed down and CPU time explodes. spinbit lets **at most one
-//! waiter spin**; every other waiter yields the CPU once and sleeps, and an unlocker that sees
+//! waiter spin**; every other waiter yields the CPU and sleeps, and an unlocker that sees
 //! a spinner wakes nobody, because the spinner will take the lock.
 //!
 //! The whole mutex is one word: a pointer to the most recently pushed sleeping
@@ -40,7 +40,8 @@
 //! the slow path loops: take the lock whenever `LOCKED` is clear (keeping the
 //! other bits); else try to set `SPINNING` and, if that succeeds, spin for the
 //! spin budget, yield the CPU once, and look again; if another thread spins,
-//! yield the CPU once (on arrival only) and look again; else sleep: link a node to
+//! yield the CPU and look again (on arrival only: once, and up to 8 times
+//! in all while each yield runs other threads); else sleep: link a node to
 //! the current head and, in one CAS that only succeeds while `LOCKED` is still
 //! set, publish it as the new head and drop `SPINNING` if we held it. A woken
 //! thread competes for the lock again (it may barge past no one: the lock is
@@ -219,17 +220,22 @@
 //! costs 10 to 140 cycles depending on the core. A futex sleep and wake costs
 //! the sleeper several microseconds before it runs again, so spinning longer
 //! than that does not pay. Between two looks at the word the spinner backs
-//! off (1, 2, 4, up to 16 spin hints), so its polling does not keep pulling
-//! the cache line away from the holder. A waiter that finds another spinner
-//! yields the CPU once before it sleeps: with more threads than cores, the
-//! lock is often free by the time it runs again.
+//! off (1, 2, 4, ... spin hints, up to about 200 ns), so its polling does not
+//! keep pulling the cache line away from the holder. A waiter that finds
+//! another spinner yields the CPU before it sleeps: with more threads than
+//! cores, the lock is often free by the time it runs again. It yields again,
+//! up to 8 times, only while its yields run other threads (each takes 5 µs
+//! or more): then the CPU is oversubscribed, and a waiter that stays
+//! runnable gets its share of the CPU, and with it its turn at the lock,
+//! while a sleeper waits for a wake. A yield that returns at once means
+//! nobody else wanted the CPU, and yielding again would be a busy wait.
 //!
 //! One more rule keeps two busy threads from the 1-2 thread regression of
 //! Go's version: a thread that took the lock by spinning less than 500 ns
-//! ago does not spin when it finds the lock taken again, it sleeps.
-//! Without it, two threads that re-take the lock as soon as they release it
-//! hand it over on every acquisition (a cross-core transfer each time); with
-//! it, they alternate in batches, one wake per batch.
+//! ago and finds it taken again spins lazily: it waits 1.5 µs before its
+//! first look. Without it, two threads that re-take the lock as soon as
+//! they release it hand it over on every acquisition (a cross-core transfer
+//! each time); with it, they alternate in batches.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

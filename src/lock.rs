@@ -267,8 +267,9 @@ impl<P: Platform> Lock<P> {
         // We were just woken from the tail: spin even beside a spinner, so
         // the oldest waiter is not beaten by the spinner every time.
         let mut from_tail = false;
-        // One yield per arrival when another thread holds SPINNING.
-        let mut may_yield = P::SPIN == SpinPolicy::One && may_spin;
+        // Yields left to this arrival while another thread holds SPINNING.
+        let mut yields =
+            if P::SPIN == SpinPolicy::One && may_spin { P::max_arrival_yields() } else { 0 };
         // We have slept at least once (`node.since` is set).
         let mut slept = false;
         // We marked ourselves starving (`node.starved` is set).
@@ -330,19 +331,30 @@ impl<P: Platform> Lock<P> {
                     }
                 }
             }
-            // Someone else spins: yield the CPU once before sleeping (Go's
+            // Someone else spins: yield the CPU before sleeping (Go's
             // passive spin). With more threads than cores the lock is often
             // free again by the time we run, and taking it then is far cheaper
             // than a sleep and a wake; a thread that sleeps at once instead
             // leaves cores idle while the wakes trickle in
             // (`contended/t32/cs100/think1000`: 0.99 Mops/s without the
-            // yield, 1.66 with it; parking_lot 1.73). One yield only: a
-            // thread that yields again and again is busy work when nobody
-            // thinks (`contended/t32/cs0/think0`: 48 Mops/s with one yield,
-            // 23 with four). (Intel Xeon VM.)
-            if may_yield && !starving && !spinner && s.addr() & SPINNING != 0 {
-                may_yield = false;
-                P::yield_now();
+            // yield, 1.66 with it; parking_lot 1.73; Intel Xeon VM). We
+            // yield again only while our yields run other threads
+            // (`arch::ARRIVAL_YIELDS`): a thread that yields again and again
+            // on a CPU nobody else wants is busy work (`contended/t32/cs0/
+            // think0`: 48 Mops/s with one yield, 23 with four unconditional
+            // ones, on that VM).
+            if yields > 0 && !starving && !spinner && s.addr() & SPINNING != 0 {
+                P::record(if yields == P::max_arrival_yields() {
+                    Event::Yielded
+                } else {
+                    Event::YieldedAgain
+                });
+                yields -= 1;
+                if !P::arrival_yield() {
+                    // Nobody else wanted the CPU: a further yield would be
+                    // a busy wait.
+                    yields = 0;
+                }
                 s = self.state.load(Relaxed);
                 continue;
             }

@@ -362,7 +362,9 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 }
 
 /// What a contended run fell short of: parking, spinning and waking must
-/// each have happened at least `min` times.
+/// each have happened at least `min` times, yielding before a sleep a
+/// quarter as often, and yielding again (the previous yield ran other
+/// threads) a twentieth as often.
 fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     let mut short = Vec::new();
     if events.get(Event::Parked) < min {
@@ -373,6 +375,12 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     }
     if events.wakes() < min {
         short.push("TailWake + HeadWake");
+    }
+    if events.get(Event::Yielded) < min.div_ceil(4) {
+        short.push("Yielded");
+    }
+    if events.get(Event::YieldedAgain) < min.div_ceil(20) {
+        short.push("YieldedAgain");
     }
     short
 }
@@ -560,15 +568,22 @@ fn contended_mixed_lifo_fifo_wakes() {
 fn contended_without_spinning() {
     let events = contend_until::<NoSpin>("contended_without_spinning", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
-        short.retain(|&s| s != "Spun");
+        short.retain(|&s| !matches!(s, "Spun" | "Yielded" | "YieldedAgain"));
         short
     });
     assert_eq!(events.get(Event::Spun), 0, "{events:?}");
+    assert_eq!(events.get(Event::Yielded), 0, "{events:?}");
 }
 
 #[test]
 fn contended_when_every_waiter_spins() {
-    contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| shortfall(e, MIN_EVENTS));
+    // Nobody holds SPINNING, so nobody yields for it.
+    let events = contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| {
+        let mut short = shortfall(e, MIN_EVENTS);
+        short.retain(|&s| !matches!(s, "Yielded" | "YieldedAgain"));
+        short
+    });
+    assert_eq!(events.get(Event::Yielded), 0, "{events:?}");
 }
 
 /// What a run of sleepers that judge themselves must show: sleepers that
@@ -743,7 +758,11 @@ fn hand_off_wait_profile() {
 fn an_uncontended_run_fails_the_slow_path_check() {
     // The check of the contended runs can fail: one thread never waits.
     let events = contend::<Native>("an_uncontended_run_fails_the_slow_path_check", 1, ROUNDS / 4);
-    assert_eq!(shortfall(&events, 1), ["Parked", "Spun", "TailWake + HeadWake"], "{events:?}");
+    assert_eq!(
+        shortfall(&events, 1),
+        ["Parked", "Spun", "TailWake + HeadWake", "Yielded", "YieldedAgain"],
+        "{events:?}"
+    );
 }
 
 /// Short critical sections, no think time: mostly fast paths and spinner

@@ -166,6 +166,38 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// 0.88).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
+/// The most times a waiter that finds another thread spinning yields the
+/// CPU before it sleeps. It yields once in any case, and again only while
+/// its yields run other threads (see [`YIELD_BUSY_NS`]): on a CPU that
+/// others want, a yielding waiter stays runnable and the scheduler shares
+/// the CPU between it and them, so it gets its turn at the lock when it
+/// next runs; a sleeping one waits for a wake, which under
+/// oversubscription comes late (the one woken thread holds SPINNING until
+/// it gets a CPU, and unlocks skip their wakes meanwhile), and every
+/// sleeper that waits past [`STARVING_NS`] costs the lock a hand-off. On a
+/// CPU that nobody else wants, a yield returns at once and the waiter
+/// sleeps after the first, as Go's passive spin does.
+///
+/// Measured on the 2-core AMD EPYC VM (sweep profile with the cs0 cells
+/// added, 2-3 runs each; ratios to the best peer): with at most one
+/// yield, `t64/cs0` throughput 0.86, fairness 0.15 and max wait 2.4;
+/// with up to 8 while they run others, 1.05, 1.10 and 0.8; `t32/cs0`
+/// fairness 0.14 → 1.30, `t16/cs0` 0.27 → 1.05, `t64/cs10000` throughput
+/// 0.46 → 0.55. The cost: `t8/cs0` throughput 1.17 → 1.03, its CPU per
+/// operation 0.48 → 0.87 of the cheapest peer's. Yielding up to 3 or 4
+/// times regardless of what the yields did gained less at 64 threads
+/// (`t64/cs10000` 0.47-0.51) and lost as much at 4-8 threads.
+pub(crate) const ARRIVAL_YIELDS: u64 = 8;
+
+/// A waiter's yield that took at least this long ran other threads, so the
+/// waiter may yield again (see [`ARRIVAL_YIELDS`]). A yield that finds
+/// nobody else runnable is one system call, 0.5-0.7 µs on the 2-core AMD
+/// EPYC VM; one that runs another thread costs two context switches and
+/// that thread's time on the CPU. Compared with 2 µs (same runs as
+/// [`ARRIVAL_YIELDS`]): 2 µs yielded more often, for the same results at
+/// 16-64 threads and a lower `t8/cs0` (0.99 against 1.03).
+pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
+
 /// How often one thread that takes locks by spinning looks at the oldest
 /// sleeper (the look takes the stack while the thread holds the lock; two
 /// CASes on a line the holder owns, plus a read of the tail node). A
@@ -195,6 +227,10 @@ pub(crate) enum Knob {
     MaxLookGap,
     /// [`STARVED_AWAKE_NS`].
     StarvedAwake,
+    /// [`ARRIVAL_YIELDS`].
+    ArrivalYields,
+    /// [`YIELD_BUSY_NS`].
+    YieldBusy,
 }
 
 impl Knob {
@@ -209,6 +245,8 @@ impl Knob {
             Knob::PingPongPause => "PING_PONG_PAUSE_NS",
             Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
             Knob::StarvedAwake => "STARVED_AWAKE_NS",
+            Knob::ArrivalYields => "ARRIVAL_YIELDS",
+            Knob::YieldBusy => "YIELD_BUSY_NS",
         }
     }
 }
@@ -228,7 +266,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 7] = [const { OnceLock::new() }; 7];
+    static VALUES: [OnceLock<u64>; 9] = [const { OnceLock::new() }; 9];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

@@ -177,6 +177,20 @@ pub(crate) trait Platform: Sized + 'static {
 
     fn spin_hint();
     fn yield_now();
+    /// A waiter's yield before it sleeps (see `Lock::wait`): yields the
+    /// CPU and returns whether the waiter may yield again, because the yield
+    /// ran other threads (the CPU is oversubscribed). The model yields once:
+    /// a further yield only reloads the word, a step the model already has.
+    #[inline(always)]
+    fn arrival_yield() -> bool {
+        Self::yield_now();
+        false
+    }
+    /// The most yields one waiter makes before it sleeps.
+    #[inline(always)]
+    fn max_arrival_yields() -> u32 {
+        1
+    }
     /// Waits a moment for another thread to give the waiter stack back
     /// (stack owners never block, so the wait is short).
     fn wait_for_stack();
@@ -307,8 +321,13 @@ pub(crate) enum Event {
     /// A sleeper that marked itself starving moved to just above the
     /// sleepers that had marked themselves before it, not to the bottom.
     MovedAboveMarked,
+    /// A waiter that found another thread spinning yielded the CPU.
+    Yielded,
+    /// ... and, since that yield ran other threads, yielded again instead
+    /// of sleeping (once per further yield).
+    YieldedAgain,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::MovedAboveMarked as usize + 1;
+pub(crate) const EVENTS: usize = Event::YieldedAgain as usize + 1;

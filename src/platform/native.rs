@@ -100,6 +100,17 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         std::thread::yield_now();
     }
     #[inline]
+    fn arrival_yield() -> bool {
+        let start = arch::ticks();
+        std::thread::yield_now();
+        arch::ticks().wrapping_sub(start)
+            >= arch::ns_to_ticks(arch::tuned(Knob::YieldBusy, arch::YIELD_BUSY_NS))
+    }
+    #[inline]
+    fn max_arrival_yields() -> u32 {
+        arch::tuned(Knob::ArrivalYields, arch::ARRIVAL_YIELDS).try_into().unwrap_or(u32::MAX)
+    }
+    #[inline]
     fn wait_for_stack() {
         std::thread::yield_now();
     }
