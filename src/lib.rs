@@ -47,7 +47,8 @@
 //! thread competes for the lock again (it may barge past no one: the lock is
 //! free or held); if it was the oldest waiter it may spin once even beside the
 //! spinner. A thread that was handed the lock (below) returns at once. In
-//! starvation mode a waiter neither spins nor yields: it sleeps at once.
+//! starvation mode a waiter does not spin: it yields while its yields run
+//! other threads, as above, and then sleeps.
 //! A spinner looks at the word at gaps that double up to about 200 ns; a
 //! thread that took the lock by spinning under 500 ns ago and finds it held
 //! again pauses 1.5 µs before its first look, so that two busy threads

@@ -293,7 +293,7 @@ impl<P: Platform> Lock<P> {
                 return self.give_up(s, spinner);
             }
             // In starvation mode the lock goes from hand to hand and is
-            // never free: spinning or yielding for it is wasted.
+            // never free: spinning for it is wasted. Yielding is not (below).
             let starving = s.addr() & STARVING != 0;
             if may_spin && !starving {
                 if P::SPIN == SpinPolicy::One && !spinner && s.addr() & SPINNING == 0 {
@@ -342,8 +342,13 @@ impl<P: Platform> Lock<P> {
             // (`arch::ARRIVAL_YIELDS`): a thread that yields again and again
             // on a CPU nobody else wants is busy work (`contended/t32/cs0/
             // think0`: 48 Mops/s with one yield, 23 with four unconditional
-            // ones, on that VM).
-            if yields > 0 && !starving && !spinner && s.addr() & SPINNING != 0 {
+            // ones, on that VM). In starvation mode too, where nobody
+            // spins: a waiter that stays runnable until the marked sleepers
+            // are served does not join them on the stack, where it would
+            // wait out the threshold and cost the lock one more hand-off to
+            // a sleeping thread (sweep, seventh section: `t64/cs10000` 0.44
+            // of the fastest peer without these yields, 0.72 with them).
+            if yields > 0 && !spinner && (starving || s.addr() & SPINNING != 0) {
                 P::record(if yields == P::max_arrival_yields() {
                     Event::Yielded
                 } else {
