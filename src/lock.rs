@@ -267,7 +267,8 @@ impl<P: Platform> Lock<P> {
         // We were just woken from the tail: spin even beside a spinner, so
         // the oldest waiter is not beaten by the spinner every time.
         let mut from_tail = false;
-        // Yields left to this arrival while another thread holds SPINNING.
+        // Yields left to this arrival while another thread holds SPINNING
+        // or the lock is in starvation mode.
         let mut yields =
             if P::SPIN == SpinPolicy::One && may_spin { P::max_arrival_yields() } else { 0 };
         // We have slept at least once (`node.since` is set).

@@ -166,8 +166,9 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// 0.88).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
-/// The most times a waiter that finds another thread spinning yields the
-/// CPU before it sleeps. It yields once in any case, and again only while
+/// The most times a waiter that finds another thread spinning (or the lock
+/// in starvation mode) yields the CPU before it sleeps. It yields once in
+/// any case, and again only while
 /// its yields run other threads (see [`YIELD_BUSY_NS`]): on a CPU that
 /// others want, a yielding waiter stays runnable and the scheduler shares
 /// the CPU between it and them, so it gets its turn at the lock when it
@@ -186,7 +187,11 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// 0.46 → 0.55. The cost: `t8/cs0` throughput 1.17 → 1.03, its CPU per
 /// operation 0.48 → 0.87 of the cheapest peer's. Yielding up to 3 or 4
 /// times regardless of what the yields did gained less at 64 threads
-/// (`t64/cs10000` 0.47-0.51) and lost as much at 4-8 threads.
+/// (`t64/cs10000` 0.47-0.51) and lost as much at 4-8 threads. Swept over
+/// 1, 4, 8 and 16 (`benches/sweep.sh`, seventh section of
+/// `benches/results/sweep-x86_64-amd-epyc.md`): the fairness gains at
+/// 16-64 threads are there from 4 on, 16 costs the 8-thread cells more
+/// (`t8/cs0` CPU per operation 1.00 of the cheapest peer's).
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
 /// A waiter's yield that took at least this long ran other threads, so the
@@ -195,7 +200,10 @@ pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 /// EPYC VM; one that runs another thread costs two context switches and
 /// that thread's time on the CPU. Compared with 2 µs (same runs as
 /// [`ARRIVAL_YIELDS`]): 2 µs yielded more often, for the same results at
-/// 16-64 threads and a lower `t8/cs0` (0.99 against 1.03).
+/// 16-64 threads and a lower `t8/cs0` (0.99 against 1.03). Swept over 2,
+/// 5 and 10 µs (seventh section of the sweep): flat within noise; 10 µs
+/// yields less often (`t32/cs0` fairness 0.70 of the fairest peer's,
+/// against 1.61 at 5 µs).
 pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest

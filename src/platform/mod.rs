@@ -321,7 +321,8 @@ pub(crate) enum Event {
     /// A sleeper that marked itself starving moved to just above the
     /// sleepers that had marked themselves before it, not to the bottom.
     MovedAboveMarked,
-    /// A waiter that found another thread spinning yielded the CPU.
+    /// A waiter that found another thread spinning, or starvation mode,
+    /// yielded the CPU (its first yield since it arrived).
     Yielded,
     /// ... and, since that yield ran other threads, yielded again instead
     /// of sleeping (once per further yield).
