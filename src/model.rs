@@ -430,7 +430,11 @@ fn anti_starvation_wakes_the_tail() {
 
 #[test]
 fn fifo_wakes_take_the_tail() {
-    let seen = held_then_released::<0, 0, 0, 0>(3, bound(2, 3));
+    // Deep bound 2, not 3: at 3 this model and the one above each took
+    // 780-810 s in the deeper run (release, 2-core AMD EPYC VM), most of
+    // that run's time. The model above runs the same threads at 3 with the
+    // look-again wake on top, so the deeper run keeps one of the two deep.
+    let seen = held_then_released::<0, 0, 0, 0>(3, bound(2, 2));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
 }
 

@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Rng, WATCHDOG_SECS_VAR, Watchdog};
+use common::{Rng, Watchdog};
 use spinbit::Mutex;
 
 /// Busy-waits for `ns` nanoseconds.
@@ -83,28 +82,9 @@ const CHILD_VAR: &str = "SPINBIT_WATCHDOG_CHILD";
 #[test]
 #[cfg_attr(miri, ignore = "Miri cannot start processes")]
 fn negative_control_the_watchdog_fails_a_hung_test() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "watchdog_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, "1")
-        .env(WATCHDOG_SECS_VAR, "1")
-        .output();
-    // Under a user-mode emulator (the aarch64 tests under qemu) the host
-    // kernel cannot run the test binary itself: the spawn fails, or the
-    // child exits with 127 before the harness prints anything. The native
-    // run checks the watchdog.
-    let out = match out {
-        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => None,
-        Ok(out) if out.status.code() == Some(127) && out.stdout.is_empty() => None,
-        Ok(out) => Some(out),
-        Err(e) => panic!("cannot run the child: {e}"),
-    };
-    let Some(out) = out else {
-        eprintln!("skipped: the test binary cannot be re-executed here");
+    let Some(stderr) = common::run_hung_child("watchdog_child", CHILD_VAR, "the hung child") else {
         return;
     };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the hung child passed: {out:?}");
     assert!(
         stderr.contains("WATCHDOG: test `watchdog_child` made no progress"),
         "no watchdog message: {stderr}"

@@ -31,13 +31,12 @@ mod common;
 use std::fmt;
 use std::hint::black_box;
 use std::panic::{self, AssertUnwindSafe};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Barrier, Mutex as StdMutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Rng, WATCHDOG_SECS_VAR, Watchdog};
+use common::{Rng, Watchdog};
 use lock_api::{GuardSend, Mutex, MutexGuard, RawMutex, RawMutexFair, RawMutexTimed};
 
 // ---------------------------------------------------------------------------
@@ -1703,26 +1702,11 @@ const CHILD_VAR: &str = "SPINBIT_TIMED_LEAK_CHILD";
 #[test]
 #[cfg_attr(miri, ignore = "Miri cannot start processes")]
 fn negative_control_mass_timeouts_catch_a_waiter_that_leaks_the_lock() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "leaking_timeout_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, "1")
-        .env(WATCHDOG_SECS_VAR, "1")
-        .output();
-    // Under a user-mode emulator (the aarch64 tests under qemu) the test
-    // binary cannot be re-executed; the native run checks this.
-    let out = match out {
-        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => None,
-        Ok(out) if out.status.code() == Some(127) && out.stdout.is_empty() => None,
-        Ok(out) => Some(out),
-        Err(e) => panic!("cannot run the child: {e}"),
-    };
-    let Some(out) = out else {
-        eprintln!("skipped: the test binary cannot be re-executed here");
+    let Some(stderr) =
+        common::run_hung_child("leaking_timeout_child", CHILD_VAR, "the child with a leaked lock")
+    else {
         return;
     };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the child with a leaked lock passed: {out:?}");
     assert!(
         stderr.contains("WATCHDOG: test `mass_timeouts` made no progress"),
         "no watchdog message: {stderr}"

@@ -203,7 +203,12 @@ pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 /// 16-64 threads and a lower `t8/cs0` (0.99 against 1.03). Swept over 2,
 /// 5 and 10 µs (seventh section of the sweep): flat within noise; 10 µs
 /// yields less often (`t32/cs0` fairness 0.70 of the fairest peer's,
-/// against 1.61 at 5 µs).
+/// against 1.61 at 5 µs). Swept again over 5, 10 and 20 µs with three runs
+/// each (eighth section, same VM): the higher values save CPU at 8-16
+/// threads (`t8/cs0` 0.56-0.59 of the cheapest peer's against 0.88) by
+/// letting those threads sleep, and lose the fairness and the short
+/// longest wait that the yields bought there (`t8/cs0` fairness 0.49-0.65
+/// of the fairest peer's against 0.82; `t16/cs0` 0.42 at 20 µs).
 pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest

@@ -2,11 +2,15 @@
 //! (a lost wakeup, a leaked lock) into a failure with a clear message, and a
 //! small deterministic random number generator.
 //!
+//! It also re-runs a test binary's deliberately hung test in a child
+//! process, for the negative controls that show the watchdog fires.
+//!
 //! The integration tests use this file as `mod common;`; the crate's unit
 //! tests include it too (`src/tests.rs`), so there is one copy of each.
 #![allow(dead_code)]
 
 use std::io::Write;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -120,6 +124,37 @@ impl Drop for Watchdog {
             t.join().unwrap();
         }
     }
+}
+
+/// Runs the ignored test `child` of this test binary in a child process,
+/// with the variable `var` set (the child does nothing without it) and a
+/// one-second watchdog, and returns the child's standard error. The child
+/// is meant to hang, so it must fail: `what` names it in the panic if it
+/// passed instead.
+///
+/// Returns `None` where the test binary cannot be re-executed: under a
+/// user-mode emulator (the aarch64 tests under qemu) the host kernel cannot
+/// run it, and the spawn fails or the child exits with 127 before the
+/// harness prints anything. The native run checks the watchdog.
+pub fn run_hung_child(child: &str, var: &str, what: &str) -> Option<String> {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", child, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(var, "1")
+        .env(WATCHDOG_SECS_VAR, "1")
+        .output();
+    let out = match out {
+        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => None,
+        Ok(out) if out.status.code() == Some(127) && out.stdout.is_empty() => None,
+        Ok(out) => Some(out),
+        Err(e) => panic!("cannot run the child: {e}"),
+    };
+    let Some(out) = out else {
+        eprintln!("skipped: the test binary cannot be re-executed here");
+        return None;
+    };
+    assert!(!out.status.success(), "{what} passed: {out:?}");
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// xorshift64*: deterministic per seed, good enough to pick test actions.
