@@ -144,7 +144,11 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// starvation mode at 64 threads (`t64/cs100` 0.04 of the best peer, every
 /// acquisition a hand-off to a sleeping thread), 1 ms costs `t32/cs1000`
 /// 0.89 → 0.70 and `t64/cs1000` 0.53 → 0.24 for fairness at `t8/cs0`
-/// 0.42 → 0.57.
+/// 0.42 → 0.57. Swept over 1, 1.5 and 2 ms again with the yield rule
+/// ([`ARRIVAL_YIELDS`]; ninth section there, three runs each): the same
+/// trade-off, 1 ms raising fairness at `t32/cs100` 0.27 → 0.45 of the
+/// fairest peer's and costing `t64/cs10000` 0.74 → 0.57 and `t64/cs1000`
+/// 0.85 → 0.65 of the fastest peer's throughput.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
@@ -163,7 +167,9 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// against 0.67-0.81 at 10 µs), and 10 µs was best or within noise of the
 /// best in nine of the eleven cells (`t32/cs1000` 0.81 without the wait,
 /// 0.96 at 10 µs; `t64/cs1000` 0.53, 0.81; `t32/cs10000/think100000` 0.81,
-/// 0.88).
+/// 0.88). 20 µs against 10 µs with the yield rule (ninth section there,
+/// three runs each): throughput within the spread but `t64/cs10000` (0.67
+/// against 0.74), fairness lower in most cells with critical sections.
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
