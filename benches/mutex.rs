@@ -1817,7 +1817,7 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 9] = [
+    const NAMES: [&str; 10] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
@@ -1827,6 +1827,7 @@ fn tuning() -> Vec<Tuning> {
         "LOOK_NS",
         "ARRIVAL_YIELDS",
         "YIELD_BUSY_NS",
+        "BACKLOG_PER_CPU",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

@@ -6,7 +6,7 @@
 #
 # CONSTANT is one of SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS,
 # MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS
-# (ns) or ARRIVAL_YIELDS (a count), all in src/arch/mod.rs. For each
+# (ns), ARRIVAL_YIELDS or BACKLOG_PER_CPU (counts), all in src/arch/mod.rs. For each
 # VALUE it runs the benchmark's `sweep` profile (the key cells, spinbit and
 # its four portable peers, 3 reps of 200 ms windows, no criterion: about
 # 65 s on 2 cores) with the constant overridden through the `tuning`
@@ -34,9 +34,9 @@ constant=$1
 shift
 case $constant in
   SPIN_NS | PING_PONG_NS | PING_PONG_PAUSE_NS | MAX_LOOK_GAP_NS | STARVING_NS | STARVED_AWAKE_NS | LOOK_NS | \
-    YIELD_BUSY_NS | ARRIVAL_YIELDS) ;;
+    YIELD_BUSY_NS | ARRIVAL_YIELDS | BACKLOG_PER_CPU) ;;
   *)
-    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS, ARRIVAL_YIELDS)" >&2
+    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS, ARRIVAL_YIELDS, BACKLOG_PER_CPU)" >&2
     exit 2
     ;;
 esac

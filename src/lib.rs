@@ -22,7 +22,7 @@
 //! a spinner wakes nobody, because the spinner will take the lock.
 //!
 //! The whole mutex is one word: a pointer to the most recently pushed sleeping
-//! waiter, tagged in its four low bits.
+//! waiter, tagged in its five low bits.
 //!
 //! | bit | name | meaning |
 //! |---|---|---|
@@ -30,7 +30,8 @@
 //! | 1 | `SPINNING` | one waiter has the right to spin; other waiters sleep |
 //! | 2 | `STACK_LOCKED` | one thread owns the waiter stack; only it removes nodes |
 //! | 3 | `STARVING` | starvation mode: every unlock hands the lock to the oldest sleeper |
-//! | 4.. | head | the top of the stack of sleeping waiters, or null |
+//! | 4 | `BACKLOG` | more sleepers than CPUs: unlocks wake one even beside a spinner |
+//! | 5.. | head | the top of the stack of sleeping waiters, or null |
 //!
 //! The waiter nodes live on the waiting threads' own stacks (no allocation, no
 //! global table) and each holds the word its thread sleeps on: a futex word on
@@ -67,6 +68,17 @@
 //! re-takes the lock at once would wake the whole stack before the first
 //! woken thread even runs). If the load saw `STARVING`, the unlock does not
 //! release the lock at all: it hands it over (below).
+//!
+//! **Backed-up sleepers.** A stack owner that unlinks a waiter (or looks at
+//! the oldest one, below) counts the sleepers it leaves and sets `BACKLOG`
+//! if there are more than CPUs, clearing it otherwise. With more sleepers
+//! than CPUs, the thread handed `SPINNING` waits for a CPU, often for
+//! milliseconds, and skipping wakes for it would leave every sleeper to the
+//! starvation hand-offs. So while `BACKLOG` is set, unlocks wake the oldest
+//! sleeper even when a thread holds `SPINNING`; that woken thread is handed
+//! nothing and competes like an arrival. The count is a hint kept in the
+//! nodes by the stack owner; a stale flag costs a wake too many or too few,
+//! and the argument below holds with it set or clear.
 //!
 //! **Which waiter.** The oldest (the stack keeps an amortised O(1) cached
 //! tail with back links): a sleeping waiter is never passed over by a wake
@@ -144,7 +156,9 @@
 //!   role only by taking the lock (its own unlock then sees the stack) or by
 //!   pushing itself, which clears `SPINNING` and succeeds only while the lock
 //!   is held (that holder's unlock sees the stack). A woken thread that was
-//!   handed the bit is a spinner like any other.
+//!   handed the bit is a spinner like any other. (`BACKLOG` only makes
+//!   unlocks skip fewer wakes; a thread woken past the spinner holds
+//!   nothing, so exactly one thread holds `SPINNING` while it is set.)
 //! * `STACK_LOCKED` was set: its owner is committed to serving the stack
 //!   before it gives it back: it wakes one waiter (who takes the lock or
 //!   sleeps again while it is held, so a later unlock looks at the stack), or
@@ -189,8 +203,8 @@
 //!   down to the tail once the owner has walked it) and gives the stack
 //!   back. Unlocks that found the stack owned meanwhile left their wakes to
 //!   it, so it serves as an unlocker would: if the word shows sleepers, the
-//!   lock free and no spinner (or `STARVING`), it wakes the oldest sleeper
-//!   or hands it the lock. Then it returns `None`.
+//!   lock free and no spinner (or `STARVING` or `BACKLOG`), it wakes the
+//!   oldest sleeper or hands it the lock. Then it returns `None`.
 //! * Not linked: a stack owner popped it before it took the stack, and that
 //!   owner's wake is on its way. The waiter waits for it (the owner does not
 //!   block between its pop and the wake) and goes on as any woken waiter: if

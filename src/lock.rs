@@ -23,19 +23,34 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// sleeper starving; cleared by the stack owner whose hand-off or wake
 /// leaves no starving sleeper at the bottom.
 pub(crate) const STARVING: usize = 8;
+/// Sleepers are backed up: when a stack owner last counted the stack (a
+/// pop or a look), it left more sleepers on it than
+/// [`Platform::backlog_sleepers`] (the number of CPUs). While it is set,
+/// unlocks wake the oldest sleeper even though a thread holds SPINNING.
+///
+/// The spin bit saves those wakes because the spinner is about to take the
+/// lock. With more sleepers than CPUs that no longer holds: the thread a
+/// wake handed SPINNING waits for a CPU, often for milliseconds, and an
+/// unlock that skipped its wake meanwhile left the whole stack asleep until
+/// the starvation hand-offs reached it (sweep, eleventh section). A thread
+/// woken past the spinner is handed nothing: it competes like an arrival.
+/// The flag is a hint read by unlocks; it guards no data, and a stale value
+/// costs one wake too many or too few, never a lost one (a skipped wake
+/// still leaves a spinner, as without the flag).
+pub(crate) const BACKLOG: usize = 16;
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
 const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
 /// The tag bits; the rest of the word is the address of the top node.
-pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING;
+pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
 
 /// A sleeping waiter. It lives on its thread's stack for one `lock` call and
 /// is linked into the stack only while that thread sleeps.
 ///
-/// The alignment leaves the four low address bits free for the flags.
-#[repr(C, align(16))]
+/// The alignment leaves the five low address bits free for the flags.
+#[repr(C, align(32))]
 pub(crate) struct Node<P: Platform> {
     /// The next older waiter (towards the tail), or null at the tail.
     next: P::Cell<*mut Node<P>>,
@@ -47,6 +62,12 @@ pub(crate) struct Node<P: Platform> {
     tail: P::Cell<*mut Node<P>>,
     /// How many wakes have passed this node over while it was the tail.
     passes: P::Cell<u32>,
+    /// How many nodes are linked from this one down to the tail. Valid in
+    /// a node that caches the tail (`tail` non-null): [`find_tail`] adds the
+    /// nodes it walks to the count of the node it stops at, and stack
+    /// owners that unlink a node keep the top's count. Only a hint for
+    /// [`BACKLOG`]: nothing else depends on it.
+    count: P::Cell<u32>,
     /// Set by the waker: the SPINNING bit came with the wake, so this thread
     /// is the spinner when it runs.
     handed_spin: P::Cell<bool>,
@@ -76,6 +97,7 @@ impl<P: Platform> Node<P> {
             prev: NodeCell::new(ptr::null_mut()),
             tail: NodeCell::new(ptr::null_mut()),
             passes: NodeCell::new(0),
+            count: NodeCell::new(0),
             handed_spin: NodeCell::new(false),
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
@@ -105,13 +127,33 @@ fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
 }
 
 /// Whether an unlock whose release returned `old` has more to do: wake a
-/// sleeper (there is one, no spinner will take the lock and nobody owns the
-/// stack), or hand the lock over (starvation mode began after the unlock
-/// looked at the word).
+/// sleeper (there is one, nobody owns the stack, and no spinner will take
+/// the lock or sleepers are backed up), or hand the lock over (starvation
+/// mode began after the unlock looked at the word).
 #[inline(always)]
 fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
     let a = old.addr();
-    (a & (SPINNING | STACK_LOCKED) == 0 && a > FLAGS) || a & STARVING != 0
+    // `a >> 3 & SPINNING` is BACKLOG moved onto SPINNING: a spinner counts
+    // only without it.
+    (a & STACK_LOCKED == 0 && a & SPINNING & !(a >> 3) == 0 && a > FLAGS) || a & STARVING != 0
+}
+
+/// Checks, in builds with [`Platform::CHECKS`], that a thread that thinks
+/// it holds SPINNING (`spinner`) saw the bit in `s`, the value its
+/// successful CAS replaced: exactly one thread holds the bit while it is
+/// set, and only that thread clears it.
+#[inline(always)]
+fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
+    if P::CHECKS && spinner {
+        assert!(s.addr() & SPINNING != 0, "a spinbit waiter held SPINNING that another cleared");
+    }
+}
+
+/// Whether a wake is left to the spinner: a thread holds SPINNING, the lock
+/// is not in starvation mode and sleepers are not backed up.
+#[inline(always)]
+fn spinner_takes_wake(a: usize) -> bool {
+    a & (SPINNING | STARVING | BACKLOG) == SPINNING
 }
 
 /// Whether `node` starves: it marked itself so when its timed sleep ran
@@ -389,6 +431,7 @@ impl<P: Platform> Lock<P> {
             // round, storing its address without reading the node.
             match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
                 Ok(_) => {
+                    check_spinner::<P>(s, spinner);
                     P::record(Event::Parked);
                     slept = true;
                     if !self.sleep(&node, me, deadline, &mut marked) {
@@ -642,8 +685,10 @@ impl<P: Platform> Lock<P> {
                         }
                     }
                     // The new top caches the tail, which does not change
-                    // unless we become it (below).
+                    // unless we become it (below), and the count, which
+                    // does not change.
                     (*next).tail.set(tail);
+                    (*next).count.set((*top).count.get());
                     next
                 } else {
                     P::record(Event::MovedFromMiddle);
@@ -743,6 +788,7 @@ impl<P: Platform> Lock<P> {
                 let next = (*me).next.get();
                 if me != top {
                     let newer = (*me).prev.get();
+                    (*top).count.set((*top).count.get().saturating_sub(1));
                     (*newer).next.set(next);
                     if next.is_null() {
                         (*top).tail.set(newer);
@@ -754,6 +800,7 @@ impl<P: Platform> Lock<P> {
                 // We are the top: the word must point past us.
                 if !next.is_null() {
                     (*next).tail.set(tail);
+                    (*next).count.set((*top).count.get().saturating_sub(1));
                 }
                 let mut f = flags(s);
                 if next.is_null() {
@@ -791,10 +838,7 @@ impl<P: Platform> Lock<P> {
     /// word, and we do not hold LOCKED.
     unsafe fn release_after_leave(&self, mut s: *mut Node<P>) {
         loop {
-            if !head(s).is_null()
-                && s.addr() & LOCKED == 0
-                && s.addr() & (SPINNING | STARVING) != SPINNING
-            {
+            if !head(s).is_null() && s.addr() & LOCKED == 0 && !spinner_takes_wake(s.addr()) {
                 // SAFETY: as for this function, and the stack is not empty.
                 return unsafe { self.serve(s) };
             }
@@ -820,7 +864,9 @@ impl<P: Platform> Lock<P> {
         let new = with_flags(s, if spinner { f & !SPINNING } else { f });
         // Acquire: as in `try_lock`. Failure Relaxed: the caller only looks
         // at the flags of the fresh word; it reads no node.
-        self.state.compare_exchange(s, new, Acquire, Relaxed).map(drop)
+        self.state.compare_exchange(s, new, Acquire, Relaxed)?;
+        check_spinner::<P>(s, spinner);
+        Ok(())
     }
 
     /// One spin episode: until the budget is spent, take the lock whenever it
@@ -871,7 +917,8 @@ impl<P: Platform> Lock<P> {
 
     /// A holder's look at the oldest sleeper (now and then, see
     /// [`Platform::look_due`]): if it has waited too long, start starvation
-    /// mode, so that our own unlock hands it the lock.
+    /// mode, so that our own unlock hands it the lock. The look also counts
+    /// the sleepers and sets or clears [`BACKLOG`].
     ///
     /// Under oversubscription a spinner nearly always exists and unlocks
     /// wake nobody, so without this look nobody would ever see the sleepers
@@ -893,11 +940,17 @@ impl<P: Platform> Lock<P> {
             }
         }
         P::record(Event::Look);
-        // SAFETY: we own the stack and it is not empty.
-        let starving = unsafe { starves(find_tail(head(s))) };
+        // SAFETY: we own the stack and it is not empty; `find_tail` counted
+        // it into the top.
+        let (starving, backlog) = unsafe {
+            let starving = starves(find_tail(head(s)));
+            (starving, (*head(s)).count.get() > P::backlog_sleepers())
+        };
         s = s.map_addr(|a| a | STACK_LOCKED);
         loop {
-            let f = (flags(s) & !STACK_LOCKED) | if starving { STARVING } else { 0 };
+            let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
+                | if starving { STARVING } else { 0 }
+                | if backlog { BACKLOG } else { 0 };
             // Release: our `prev`/`tail` edits, for the next stack owner.
             match self.state.compare_exchange(s, with_flags(s, f), Release, Relaxed) {
                 Ok(_) => break,
@@ -933,10 +986,11 @@ impl<P: Platform> Lock<P> {
             // re-taken (its holder's unlock decides, and hands over if
             // STARVING is set: it was set before that holder's acquisition),
             // or, outside starvation mode, when a spinner exists (it takes
-            // the lock, or retires onto the stack while the lock is held).
+            // the lock, or retires onto the stack while the lock is held)
+            // and sleepers are not backed up.
             if head(s).is_null()
                 || s.addr() & (LOCKED | STACK_LOCKED) != 0
-                || s.addr() & (SPINNING | STARVING) == SPINNING
+                || spinner_takes_wake(s.addr())
             {
                 if s.addr() & STACK_LOCKED != 0 {
                     P::record(Event::StackBusy);
@@ -1114,7 +1168,8 @@ impl<P: Platform> Lock<P> {
                 if tail == top {
                     // The only waiter: the stack becomes empty, unless a new
                     // node was pushed meanwhile (then retry with it on top).
-                    let empty = ptr::without_provenance_mut(release::<P>(s, hand_over, false));
+                    let empty =
+                        ptr::without_provenance_mut(release::<P>(s, hand_over, false, false));
                     // Failure Acquire: a failure means new nodes were pushed,
                     // and the retry walks them; their pushes' Release must be
                     // acquired first.
@@ -1134,9 +1189,12 @@ impl<P: Platform> Lock<P> {
                     let newer = (*tail).prev.get();
                     (*newer).next.set(ptr::null_mut());
                     (*top).tail.set(newer);
+                    let left = (*top).count.get().saturating_sub(1);
+                    (*top).count.set(left);
                     let still = hand_over && starves(newer);
+                    let backlog = left > P::backlog_sleepers();
                     loop {
-                        let new = with_flags(s, release::<P>(s, hand_over, still));
+                        let new = with_flags(s, release::<P>(s, hand_over, still, backlog));
                         // Release: our link edits, for the next stack owner.
                         // Failure Relaxed: a retry only merges the flags.
                         match self.state.compare_exchange(s, new, unlink_order::<P>(), Relaxed) {
@@ -1152,10 +1210,13 @@ impl<P: Platform> Lock<P> {
                 } else {
                     // Wake the newest; the tail has been passed over once more.
                     let next = (*top).next.get();
+                    let left = (*top).count.get().saturating_sub(1);
                     (*next).tail.set(tail);
+                    (*next).count.set(left);
                     (*tail).passes.set((*tail).passes.get() + 1);
                     // Failure Acquire: as in the first branch.
-                    let new = with_flags(next, release::<P>(s, false, false));
+                    let backlog = left > P::backlog_sleepers();
+                    let new = with_flags(next, release::<P>(s, false, false, backlog));
                     match self.state.compare_exchange(s, new, Release, retry_order::<P>()) {
                         Ok(_) => return woken(top, s, false, Event::HeadWake),
                         Err(now) => {
@@ -1171,12 +1232,18 @@ impl<P: Platform> Lock<P> {
 }
 
 /// The flags with which the stack owner releases the stack after unlinking
-/// a waiter from `s`: STACK_LOCKED cleared; for a wake, SPINNING set (the
-/// woken thread's if `s` did not have it) and STARVING cleared; for a
-/// hand-off, LOCKED kept and STARVING set iff `still_starving`.
+/// a waiter from `s`: STACK_LOCKED cleared; BACKLOG set iff `backlog`; for
+/// a wake, SPINNING set (the woken thread's if `s` did not have it) and
+/// STARVING cleared; for a hand-off, LOCKED kept and STARVING set iff
+/// `still_starving`.
 #[inline(always)]
-fn release<P: Platform>(s: *mut Node<P>, hand_over: bool, still_starving: bool) -> usize {
-    let f = flags(s) & !(STACK_LOCKED | STARVING);
+fn release<P: Platform>(
+    s: *mut Node<P>,
+    hand_over: bool,
+    still_starving: bool,
+    backlog: bool,
+) -> usize {
+    let f = (flags(s) & !(STACK_LOCKED | STARVING | BACKLOG)) | if backlog { BACKLOG } else { 0 };
     if hand_over {
         let f = if P::FAULT == Fault::HandOffClearsLocked { f & !LOCKED } else { f };
         f | if still_starving { STARVING } else { 0 }
@@ -1187,7 +1254,9 @@ fn release<P: Platform>(s: *mut Node<P>, hand_over: bool, still_starving: bool) 
 
 /// Records the wake of `node`, which the CAS that replaced `s` unlinked,
 /// and tells it what came with the wake: the lock (a hand-off), or SPINNING
-/// if `s` did not have it. Returns `node`.
+/// if `s` did not have it (with it, the wake went past the spinner, see
+/// [`BACKLOG`], and the woken thread must not think it holds the bit).
+/// Returns `node`.
 ///
 /// # Safety
 /// `node` is unlinked and its thread is still blocked.
@@ -1198,8 +1267,12 @@ unsafe fn woken<P: Platform>(
     hand_over: bool,
     event: Event,
 ) -> *mut Node<P> {
+    let past_spinner = !hand_over && flags(s) & SPINNING != 0;
     if !hand_over {
         P::record(event);
+        if past_spinner {
+            P::record(Event::WokePastSpinner);
+        }
     }
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -1208,7 +1281,8 @@ unsafe fn woken<P: Platform>(
         if hand_over {
             (*node).handed_at.set(P::now());
         }
-        (*node).handed_spin.set(!hand_over && flags(s) & SPINNING == 0);
+        let handed_spin = !hand_over && (!past_spinner || P::FAULT == Fault::HandSpinPastSpinner);
+        (*node).handed_spin.set(handed_spin);
     }
     node
 }
@@ -1259,30 +1333,33 @@ unsafe fn tail_if_linked<P: Platform>(top: *mut Node<P>, me: *mut Node<P>) -> Op
 }
 
 /// Finds the tail (oldest node) below `top`, setting `prev` links on the way
-/// down, and caches it in `top`. Amortised O(1): the walk stops at the first
-/// node that already caches the tail, i.e. it only visits nodes pushed since
-/// the last walk.
+/// down, and caches it in `top` with the number of nodes (`count`).
+/// Amortised O(1): the walk stops at the first node that already caches the
+/// tail, i.e. it only visits nodes pushed since the last walk.
 ///
 /// # Safety
 /// The caller owns the stack and `top` is the non-null top of the stack.
 unsafe fn find_tail<P: Platform>(top: *mut Node<P>) -> *mut Node<P> {
     let mut cur = top;
+    let mut walked = 0u32;
     // SAFETY: every node reachable from the top is linked and live while we
     // own the stack; only we write the link fields.
     unsafe {
-        let tail = loop {
+        let (tail, below) = loop {
             let t = (*cur).tail.get();
             if !t.is_null() {
-                break t;
+                break (t, (*cur).count.get());
             }
             let next = (*cur).next.get();
             if next.is_null() {
-                break cur;
+                break (cur, 1);
             }
             (*next).prev.set(cur);
             cur = next;
+            walked += 1;
         };
         (*top).tail.set(tail);
+        (*top).count.set(below.saturating_add(walked));
         tail
     }
 }

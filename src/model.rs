@@ -83,6 +83,9 @@ struct Steer {
     /// If set, the timeout thread waits for the gate when it records the
     /// event, once.
     event_gate: Option<(Event, &'static Gate)>,
+    /// If set, sleepers are backed up (`Platform::backlog_sleepers`) when a
+    /// stack owner leaves more than this many; if not, never.
+    backlog: Option<u32>,
 }
 
 thread_local! {
@@ -203,6 +206,18 @@ pub(crate) fn before_starve_deadline() {
     if let Some(gate) = gate {
         gate.pass();
     }
+}
+
+/// The loom platform's `backlog_sleepers`: never, unless the model said
+/// otherwise (`back_up_above`).
+pub(crate) fn backlog_sleepers() -> u32 {
+    STEER.with(|s| s.borrow().backlog.unwrap_or(u32::MAX))
+}
+
+/// Sleepers are backed up in this execution when a stack owner leaves more
+/// than `n` of them.
+fn back_up_above(n: u32) {
+    STEER.with(|s| s.borrow_mut().backlog = Some(n));
 }
 
 /// Makes the current thread's first starvation judgement wait for `go`.
@@ -901,6 +916,59 @@ fn unlink_then_third_owner<const F: u8>(bound: Bound) -> Seen {
 fn wake_unlinks_the_oldest_then_a_third_thread_owns_the_stack() {
     let seen = unlink_then_third_owner::<0>(bound(1, 2));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
+}
+
+/// Sleepers backed up: the main thread holds the lock while `sleepers`
+/// threads go to sleep one after the other, then unlocks, and locks and
+/// unlocks again `sleepers - 1` times. The first unlock wakes the oldest
+/// sleeper and hands it SPINNING; each later one that finds the bit still
+/// held (its thread has not run yet) and the stack backed up wakes the next
+/// sleeper past the spinner, handing it nothing. The spinner and the
+/// sleepers woken past it race for the lock, spin beside each other and
+/// sleep again; every call must still terminate with the count exact, and
+/// nobody but the spinner may think it holds SPINNING (`check_spinner`).
+fn wake_past_spinner<const F: u8>(sleepers: usize, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        back_up_above(0);
+        g.lock.lock();
+        let mut top = 0;
+        let handles: Vec<_> = (0..sleepers)
+            .map(|_| {
+                let h = thread::spawn(move || g.increment());
+                g.wait_for(|w| w & !FLAGS != top);
+                top = g.word() & !FLAGS;
+                h
+            })
+            .collect();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        for _ in 1..sleepers {
+            g.increment();
+        }
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), 2 * sleepers - 1);
+    })
+}
+
+#[test]
+fn a_backed_up_stack_wakes_past_the_spinner() {
+    let seen = wake_past_spinner::<0>(2, bound(2, 3));
+    assert!(seen.of(Event::WokePastSpinner) > 0 && seen.of(Event::TailWake) > 1, "{seen:?}");
+}
+
+#[test]
+fn wakes_past_the_spinner_with_three_sleepers() {
+    // Four threads: two wakes past the spinner in a row, and the woken
+    // threads meet the spinner and each other at the lock and the stack.
+    let seen = wake_past_spinner::<0>(3, bound(0, 1));
+    assert!(seen.of(Event::WokePastSpinner) > 1, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "held SPINNING that another cleared")]
+fn broken_wake_past_the_spinner_hands_it_spinning() {
+    wake_past_spinner::<17>(2, bound(2, 2));
 }
 
 // Negative controls: each broken protocol must make loom report a lost

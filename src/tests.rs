@@ -362,9 +362,10 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 }
 
 /// What a contended run fell short of: parking, spinning and waking must
-/// each have happened at least `min` times, yielding before a sleep a
-/// quarter as often, and yielding again (the previous yield ran other
-/// threads) a twentieth as often.
+/// each have happened at least `min` times, yielding before a sleep and
+/// waking past the spinner (more than 2 sleepers, the test builds'
+/// `backlog_sleepers`) a quarter as often, and yielding again (the previous
+/// yield ran other threads) a twentieth as often.
 fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     let mut short = Vec::new();
     if events.get(Event::Parked) < min {
@@ -381,6 +382,9 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     }
     if events.get(Event::YieldedAgain) < min.div_ceil(20) {
         short.push("YieldedAgain");
+    }
+    if events.get(Event::WokePastSpinner) < min.div_ceil(4) {
+        short.push("WokePastSpinner");
     }
     short
 }
@@ -574,7 +578,7 @@ fn contended_mixed_lifo_fifo_wakes() {
 fn contended_without_spinning() {
     let events = contend_until::<NoSpin>("contended_without_spinning", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
-        short.retain(|&s| !matches!(s, "Spun" | "Yielded" | "YieldedAgain"));
+        short.retain(|&s| !matches!(s, "Spun" | "Yielded" | "YieldedAgain" | "WokePastSpinner"));
         short
     });
     assert_eq!(events.get(Event::Spun), 0, "{events:?}");
@@ -583,10 +587,10 @@ fn contended_without_spinning() {
 
 #[test]
 fn contended_when_every_waiter_spins() {
-    // Nobody holds SPINNING, so nobody yields for it.
+    // Nobody holds SPINNING, so nobody yields for it or is woken past it.
     let events = contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
-        short.retain(|&s| !matches!(s, "Yielded" | "YieldedAgain"));
+        short.retain(|&s| !matches!(s, "Yielded" | "YieldedAgain" | "WokePastSpinner"));
         short
     });
     assert_eq!(events.get(Event::Yielded), 0, "{events:?}");
@@ -766,7 +770,7 @@ fn an_uncontended_run_fails_the_slow_path_check() {
     let events = contend::<Native>("an_uncontended_run_fails_the_slow_path_check", 1, ROUNDS / 4);
     assert_eq!(
         shortfall(&events, 1),
-        ["Parked", "Spun", "TailWake + HeadWake", "Yielded", "YieldedAgain"],
+        ["Parked", "Spun", "TailWake + HeadWake", "Yielded", "YieldedAgain", "WokePastSpinner"],
         "{events:?}"
     );
 }

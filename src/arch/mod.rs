@@ -228,6 +228,24 @@ pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 /// seven key cells.
 pub(crate) const LOOK_NS: u64 = 250_000;
 
+/// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
+/// spinner) while a stack owner leaves more than this many per CPU on the
+/// stack ([`std::thread::available_parallelism`], read once per process).
+///
+/// With more sleepers than CPUs, the thread a wake handed SPINNING waits
+/// for a CPU, and the wakes skipped for it leave the sleepers to the
+/// starvation hand-offs. With fewer, skipping the wake is what keeps the
+/// few-thread cells cheap. Measured on the 2-core AMD EPYC VM (sweep
+/// profile, 2 runs each against the build without the flag; ratios to the
+/// best peer; eleventh section of `benches/results/sweep-x86_64-amd-epyc.md`):
+/// 1 per CPU raised `t64/cs10000` throughput 0.70 → 0.91 and fairness 0.33
+/// → 0.60, `t64/cs100` fairness 0.29 → 0.49, `t32/cs10000/think100000`
+/// throughput 0.86 → 0.98, and kept `t4/cs0` (1.11-1.24, CPU per operation
+/// 0.46-0.50 of the cheapest peer's); 2 and 4 per CPU gained less fairness
+/// (`t64/cs100` 0.41 and 0.30). Waking past the spinner at every unlock
+/// (tenth section) costs `t4/cs0` and `t8/cs1000`.
+pub(crate) const BACKLOG_PER_CPU: u64 = 1;
+
 /// A tuning constant that the `tuning` feature lets the environment
 /// override (benchmarks only: `benches/sweep.sh` sweeps them).
 #[derive(Clone, Copy, Debug)]
@@ -250,6 +268,8 @@ pub(crate) enum Knob {
     ArrivalYields,
     /// [`YIELD_BUSY_NS`].
     YieldBusy,
+    /// [`BACKLOG_PER_CPU`].
+    BacklogPerCpu,
 }
 
 impl Knob {
@@ -266,6 +286,7 @@ impl Knob {
             Knob::StarvedAwake => "STARVED_AWAKE_NS",
             Knob::ArrivalYields => "ARRIVAL_YIELDS",
             Knob::YieldBusy => "YIELD_BUSY_NS",
+            Knob::BacklogPerCpu => "BACKLOG_PER_CPU",
         }
     }
 }
@@ -285,7 +306,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 9] = [const { OnceLock::new() }; 9];
+    static VALUES: [OnceLock<u64>; 10] = [const { OnceLock::new() }; 10];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

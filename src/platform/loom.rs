@@ -52,7 +52,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         13 => Fault::GiveUpKeepsSpinning,
         14 => Fault::StarveDropsWake,
         15 => Fault::RelaxedMoveRetry,
-        _ => Fault::MarkedBelowEarlierMarks,
+        16 => Fault::MarkedBelowEarlierMarks,
+        _ => Fault::HandSpinPastSpinner,
     }
 }
 
@@ -84,6 +85,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     type Parker = FutexModel<FAULT, SPURIOUS>;
     const MAX_PASSES: u32 = MAX_PASSES;
     const FAULT: Fault = fault(FAULT);
+    const CHECKS: bool = true;
 
     // Both are scheduling hints with no semantics; loom's versions would
     // force a switch to another thread and hide the interleavings where the
@@ -105,6 +107,9 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn expired(_deadline: ModelDeadline, slept: bool) -> bool {
         // Every deadline falls during the waiter's first sleep.
         slept
+    }
+    fn backlog_sleepers() -> u32 {
+        crate::model::backlog_sleepers()
     }
     fn look_due(_now: u64) -> bool {
         FAIR != 0 && FAIR != 5

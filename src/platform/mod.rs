@@ -87,6 +87,9 @@ pub(crate) enum Fault {
     /// A timed waiter past its deadline gives up without passing on the
     /// SPINNING bit it holds.
     GiveUpKeepsSpinning,
+    /// A wake past the spinner (sleepers backed up) hands SPINNING to the
+    /// woken thread too, so two threads think they hold it.
+    HandSpinPastSpinner,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -174,6 +177,9 @@ pub(crate) trait Platform: Sized + 'static {
     const MAX_PASSES: u32;
     /// A deliberately broken protocol, for negative-control tests.
     const FAULT: Fault = Fault::None;
+    /// Whether the lock checks its invariants with assertions (the model
+    /// always does, also in release builds).
+    const CHECKS: bool = cfg!(debug_assertions);
 
     fn spin_hint();
     fn yield_now();
@@ -230,6 +236,12 @@ pub(crate) trait Platform: Sized + 'static {
     #[inline(always)]
     fn starving(_since: u64) -> bool {
         false
+    }
+    /// Sleepers are backed up when a stack owner leaves more than this many
+    /// on the stack ([`crate::lock::BACKLOG`]). `u32::MAX`: never.
+    #[inline(always)]
+    fn backlog_sleepers() -> u32 {
+        u32::MAX
     }
     /// Whether `deadline` has passed, for a waiter that has (`slept`) or
     /// has not yet slept in this `lock` call. The native platforms read the
@@ -327,8 +339,11 @@ pub(crate) enum Event {
     /// ... and, since that yield ran other threads, yielded again instead
     /// of sleeping (once per further yield).
     YieldedAgain,
+    /// A wake went past the spinner (sleepers were backed up): the woken
+    /// thread was handed nothing.
+    WokePastSpinner,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::YieldedAgain as usize + 1;
+pub(crate) const EVENTS: usize = Event::WokePastSpinner as usize + 1;

@@ -205,6 +205,20 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         }
     }
     #[inline]
+    fn backlog_sleepers() -> u32 {
+        // Test builds: 2, whatever the machine, so that the contended tests'
+        // 8 threads back the stack up on any number of CPUs.
+        if cfg!(test) {
+            return 2;
+        }
+        static SLEEPERS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        *SLEEPERS.get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let per_cpu = arch::tuned(Knob::BacklogPerCpu, arch::BACKLOG_PER_CPU);
+            per_cpu.saturating_mul(cpus as u64).try_into().unwrap_or(u32::MAX)
+        })
+    }
+    #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
         std::time::Instant::now() >= deadline
     }
