@@ -23,10 +23,11 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// sleeper starving; cleared by the stack owner whose hand-off or wake
 /// leaves no starving sleeper at the bottom.
 pub(crate) const STARVING: usize = 8;
-/// Sleepers are backed up: when a stack owner last counted the stack (a
-/// pop or a look), it left more sleepers on it than
-/// [`Platform::backlog_sleepers`] (the number of CPUs). While it is set,
-/// unlocks wake the oldest sleeper even though a thread holds SPINNING.
+/// Sleepers are backed up: the last wake or hand-off left more sleepers on
+/// the stack than [`Platform::backlog_sleepers`] (the number of CPUs), or a
+/// look found that the next wake would. Set and cleared by stack owners
+/// when they give the stack back. While it is set, unlocks wake the oldest
+/// sleeper even though a thread holds SPINNING.
 ///
 /// The spin bit saves those wakes because the spinner is about to take the
 /// lock. With more sleepers than CPUs that no longer holds: the thread a
@@ -133,9 +134,8 @@ fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
 #[inline(always)]
 fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
     let a = old.addr();
-    // `a >> 3 & SPINNING` is BACKLOG moved onto SPINNING: a spinner counts
-    // only without it.
-    (a & STACK_LOCKED == 0 && a & SPINNING & !(a >> 3) == 0 && a > FLAGS) || a & STARVING != 0
+    (a & STACK_LOCKED == 0 && a > FLAGS && (a & SPINNING == 0 || a & BACKLOG != 0))
+        || a & STARVING != 0
 }
 
 /// Checks, in builds with [`Platform::CHECKS`], that a thread that thinks
@@ -941,10 +941,11 @@ impl<P: Platform> Lock<P> {
         }
         P::record(Event::Look);
         // SAFETY: we own the stack and it is not empty; `find_tail` counted
-        // it into the top.
+        // it into the top. BACKLOG as a pop would set it: the wake that the
+        // next unlock may make leaves one sleeper fewer.
         let (starving, backlog) = unsafe {
             let starving = starves(find_tail(head(s)));
-            (starving, (*head(s)).count.get() > P::backlog_sleepers())
+            (starving, (*head(s)).count.get().saturating_sub(1) > P::backlog_sleepers())
         };
         s = s.map_addr(|a| a | STACK_LOCKED);
         loop {
