@@ -241,9 +241,12 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 /// 1 per CPU raised `t64/cs10000` throughput 0.70 → 0.91 and fairness 0.33
 /// → 0.60, `t64/cs100` fairness 0.29 → 0.49, `t32/cs10000/think100000`
 /// throughput 0.86 → 0.98, and kept `t4/cs0` (1.11-1.24, CPU per operation
-/// 0.46-0.50 of the cheapest peer's); 2 and 4 per CPU gained less fairness
-/// (`t64/cs100` 0.41 and 0.30). Waking past the spinner at every unlock
-/// (tenth section) costs `t4/cs0` and `t8/cs1000`.
+/// 0.46-0.50 of the cheapest peer's). It costs CPU per operation at 32-64
+/// threads with critical sections (`t64/cs100` 0.80 → 1.04 of the cheapest
+/// peer's). 2 and 4 per CPU gained less fairness (`t64/cs100` 0.41 and
+/// 0.30). Waking past the spinner at every unlock (tenth section) costs
+/// `t4/cs0` and `t8/cs1000`. Only 2-CPU machines have been measured: how
+/// the rule scales with the number of CPUs is untested.
 pub(crate) const BACKLOG_PER_CPU: u64 = 1;
 
 /// A tuning constant that the `tuning` feature lets the environment
