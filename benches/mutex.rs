@@ -209,10 +209,10 @@
 //! t4/cs0, t8/cs0, t16/cs0, t32/cs0, t64/cs0, t8/cs100, t32/cs100,
 //! t64/cs100, t8/cs1000, t16/cs1000, t32/cs1000, t64/cs1000, t64/cs10000
 //! (think 0), t32/cs100/think1000, t32/cs10000/think100000, and
-//! `handoff/cs1000` (17 cells); spinbit, both `parking_lot`s, `usync`
-//! and `std` only (no pthread, no ablations: 85 pairs); 3 reps of 200 ms
-//! windows; the companion pass alone, no criterion. About 65 s on a 2-core
-//! machine, plus the build.
+//! `handoff` cs0, cs1000 and cs10000 (19 cells); spinbit, both
+//! `parking_lot`s, `usync` and `std` only (no pthread, no ablations: 95
+//! pairs); 3 reps of 200 ms windows; the companion pass alone, no
+//! criterion. About 60 s on a 2-core machine, plus the build.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -1533,7 +1533,9 @@ const SWEEP: Profile = Profile {
             Workload::Contended { threads: 64, cs: 1000, think: 0 },
             Workload::Contended { threads: 64, cs: 10_000, think: 0 },
             Workload::Contended { threads: 32, cs: 10_000, think: 100_000 },
+            Workload::Handoff { cs: 0 },
             Workload::Handoff { cs: 1000 },
+            Workload::Handoff { cs: 10_000 },
             Workload::Contended { threads: 4, cs: 0, think: 0 },
             Workload::Contended { threads: 16, cs: 0, think: 0 },
             Workload::Contended { threads: 64, cs: 0, think: 0 },
