@@ -30,7 +30,7 @@
 //! | 1 | `SPINNING` | one waiter has the right to spin; other waiters sleep |
 //! | 2 | `STACK_LOCKED` | one thread owns the waiter stack; only it removes nodes |
 //! | 3 | `STARVING` | starvation mode: every unlock hands the lock to the oldest sleeper |
-//! | 4 | `BACKLOG` | more sleepers than CPUs: unlocks wake one even beside a spinner |
+//! | 4 | `BACKLOG` | more than 4 sleepers per CPU: unlocks wake one even beside a spinner |
 //! | 5.. | head | the top of the stack of sleeping waiters, or null |
 //!
 //! The waiter nodes live on the waiting threads' own stacks (no allocation, no
@@ -71,14 +71,19 @@
 //!
 //! **Backed-up sleepers.** A stack owner that unlinks a waiter (or looks at
 //! the oldest one, below) counts the sleepers it leaves and sets `BACKLOG`
-//! if there are more than CPUs, clearing it otherwise. With more sleepers
-//! than CPUs, the thread handed `SPINNING` waits for a CPU, often for
-//! milliseconds, and skipping wakes for it would leave every sleeper to the
-//! starvation hand-offs. So while `BACKLOG` is set, unlocks wake the oldest
-//! sleeper even when a thread holds `SPINNING`; that woken thread is handed
-//! nothing and competes like an arrival. The count is a hint kept in the
-//! nodes by the stack owner; a stale flag costs a wake too many or too few,
-//! and the argument below holds with it set or clear.
+//! if there are more than 4 per CPU, clearing it otherwise. With more
+//! sleepers than CPUs can serve, the thread handed `SPINNING` waits for a
+//! CPU, often for milliseconds, and skipping wakes for it would leave
+//! every sleeper to the starvation hand-offs. So while `BACKLOG` is set,
+//! unlocks wake the oldest sleeper even when a thread holds `SPINNING`;
+//! that woken thread is handed nothing and competes like an arrival. While
+//! the flag is clear and a thread spins, unlocks skip their wakes, so no
+//! wake comes to set it: so a waiter that pushes itself on other sleepers
+//! in that state takes `STACK_LOCKED` if nobody holds it, counts the stack
+//! the same way, and gives it back as a timed waiter that leaves does
+//! (below). The count is a hint kept in the nodes by the stack owners; a
+//! stale flag costs a wake too many or too few, and the argument below
+//! holds with it set or clear.
 //!
 //! **Which waiter.** The oldest (the stack keeps an amortised O(1) cached
 //! tail with back links): a sleeping waiter is never passed over by a wake
@@ -160,7 +165,10 @@
 //!   unlocks skip fewer wakes; a thread woken past the spinner holds
 //!   nothing, so exactly one thread holds `SPINNING` while it is set.)
 //! * `STACK_LOCKED` was set: its owner is committed to serving the stack
-//!   before it gives it back: it wakes one waiter (who takes the lock or
+//!   before it gives it back (an owner that does not hold `LOCKED`, i.e. a
+//!   timed waiter that leaves, a sleeper that marks itself starving or a
+//!   pusher that counts the stack, decides as this unlock would have, on
+//!   the word as it finds it then): it wakes one waiter (who takes the lock or
 //!   sleeps again while it is held, so a later unlock looks at the stack), or
 //!   hands the lock to one (whose unlock looks at the stack), or, if the lock
 //!   was re-taken, sets `STARVING` in the same CAS that gives the stack back,

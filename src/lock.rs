@@ -24,13 +24,13 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// leaves no starving sleeper at the bottom.
 pub(crate) const STARVING: usize = 8;
 /// Sleepers are backed up: the last wake or hand-off left more sleepers on
-/// the stack than [`Platform::backlog_sleepers`] (the number of CPUs), or a
-/// look found that the next wake would. Set and cleared by stack owners
-/// when they give the stack back. While it is set, unlocks wake the oldest
+/// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a look or
+/// a push beside a spinner (`Lock::count_on_push`) found that the next
+/// wake would. Set and cleared by stack owners. While it is set, unlocks wake the oldest
 /// sleeper even though a thread holds SPINNING.
 ///
 /// The spin bit saves those wakes because the spinner is about to take the
-/// lock. With more sleepers than CPUs that no longer holds: the thread a
+/// lock. With many more sleepers than CPUs that no longer holds: the thread a
 /// wake handed SPINNING waits for a CPU, often for milliseconds, and an
 /// unlock that skipped its wake meanwhile left the whole stack asleep until
 /// the starvation hand-offs reached it (sweep, eleventh section). A thread
@@ -433,6 +433,11 @@ impl<P: Platform> Lock<P> {
                 Ok(_) => {
                     check_spinner::<P>(s, spinner);
                     P::record(Event::Parked);
+                    // Beside a spinner, on other sleepers, with BACKLOG
+                    // clear: unlocks skip their wakes, so count.
+                    if !head(s).is_null() && spinner_takes_wake(f) {
+                        self.count_on_push();
+                    }
                     slept = true;
                     if !self.sleep(&node, me, deadline, &mut marked) {
                         // SAFETY: our node is (or was) on this lock's stack.
@@ -963,6 +968,60 @@ impl<P: Platform> Lock<P> {
         if starving {
             P::record(Event::StarvingSet);
         }
+    }
+
+    /// A waiter that pushed itself on other sleepers while another thread
+    /// holds SPINNING and [`BACKLOG`] is clear counts the stack, and sets
+    /// the flag if the next wake would leave more sleepers than CPUs (as a
+    /// holder's look does).
+    ///
+    /// Pops and looks keep the flag, but while it is clear and a thread
+    /// spins, unlocks skip their wakes, so no pop comes to set it again:
+    /// only a holder's look (at most every 250 µs per thread) or the
+    /// starvation hand-offs did, while pushes piled sleepers up (sweep,
+    /// twelfth section: in a `t32/cs1000` run 497 k unlocks skipped their
+    /// wake for a spinner, against 11 k wakes past it). The pushes grow the
+    /// stack, so they count it.
+    ///
+    /// We take the stack only if nobody owns it (an owner decides on the
+    /// word as it finds it when it gives the stack back) and nothing else
+    /// changed that the count is for; the walk is the amortised O(1) walk
+    /// of every stack owner. We give the stack back as `leave` does
+    /// (`release_after_leave`): unlocks that found it owned left their
+    /// wakes to us.
+    #[cold]
+    fn count_on_push(&self) {
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if head(s).is_null() || s.addr() & STACK_LOCKED != 0 || !spinner_takes_wake(s.addr()) {
+                return;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                // Relaxed: nodes are read only after a successful CAS.
+                Err(now) => s = now,
+            }
+        }
+        P::record(Event::CountedOnPush);
+        s = s.map_addr(|a| a | STACK_LOCKED);
+        // SAFETY: we own the stack and it is not empty; `find_tail` counts
+        // it into the top.
+        let backlog = unsafe {
+            find_tail(head(s));
+            (*head(s)).count.get().saturating_sub(1) > P::backlog_sleepers()
+        };
+        if backlog {
+            // We own the stack, so the flag is ours to set. Acquire: the
+            // value shows the nodes pushed since we took the stack, which
+            // `release_after_leave` walks if it serves the oldest sleeper
+            // at once (`model::push_beside_spinner`).
+            let order = if P::FAULT == Fault::RelaxedBacklogOnPush { Relaxed } else { Acquire };
+            s = self.state.fetch_or(BACKLOG, order).map_addr(|a| a | BACKLOG);
+        }
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
     }
 
     /// The unlock's slow path: we just released LOCKED, and `old`, the word

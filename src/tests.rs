@@ -365,7 +365,8 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 /// each have happened at least `min` times, yielding before a sleep and
 /// waking past the spinner (more than 2 sleepers, the test builds'
 /// `backlog_sleepers`) a quarter as often, and yielding again (the previous
-/// yield ran other threads) a twentieth as often.
+/// yield ran other threads) and counting the stack on a push beside a
+/// spinner a twentieth as often.
 fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     let mut short = Vec::new();
     if events.get(Event::Parked) < min {
@@ -385,6 +386,9 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     }
     if events.get(Event::WokePastSpinner) < min.div_ceil(4) {
         short.push("WokePastSpinner");
+    }
+    if events.get(Event::CountedOnPush) < min.div_ceil(20) {
+        short.push("CountedOnPush");
     }
     short
 }
@@ -578,7 +582,9 @@ fn contended_mixed_lifo_fifo_wakes() {
 fn contended_without_spinning() {
     let events = contend_until::<NoSpin>("contended_without_spinning", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
-        short.retain(|&s| !matches!(s, "Spun" | "Yielded" | "YieldedAgain" | "WokePastSpinner"));
+        short.retain(|&s| {
+            !matches!(s, "Spun" | "Yielded" | "YieldedAgain" | "WokePastSpinner" | "CountedOnPush")
+        });
         short
     });
     assert_eq!(events.get(Event::Spun), 0, "{events:?}");
@@ -587,10 +593,13 @@ fn contended_without_spinning() {
 
 #[test]
 fn contended_when_every_waiter_spins() {
-    // Nobody holds SPINNING, so nobody yields for it or is woken past it.
+    // Nobody holds SPINNING, so nobody yields for it, is woken past it or
+    // counts the stack beside it.
     let events = contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
-        short.retain(|&s| !matches!(s, "Yielded" | "YieldedAgain" | "WokePastSpinner"));
+        short.retain(|&s| {
+            !matches!(s, "Yielded" | "YieldedAgain" | "WokePastSpinner" | "CountedOnPush")
+        });
         short
     });
     assert_eq!(events.get(Event::Yielded), 0, "{events:?}");
@@ -770,7 +779,15 @@ fn an_uncontended_run_fails_the_slow_path_check() {
     let events = contend::<Native>("an_uncontended_run_fails_the_slow_path_check", 1, ROUNDS / 4);
     assert_eq!(
         shortfall(&events, 1),
-        ["Parked", "Spun", "TailWake + HeadWake", "Yielded", "YieldedAgain", "WokePastSpinner"],
+        [
+            "Parked",
+            "Spun",
+            "TailWake + HeadWake",
+            "Yielded",
+            "YieldedAgain",
+            "WokePastSpinner",
+            "CountedOnPush"
+        ],
         "{events:?}"
     );
 }

@@ -230,24 +230,29 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 
 /// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
 /// spinner) while a stack owner leaves more than this many per CPU on the
-/// stack ([`std::thread::available_parallelism`], read once per process).
+/// stack ([`std::thread::available_parallelism`], read once per process);
+/// pops, holders' looks and pushes beside a spinner count the stack.
 ///
 /// With more sleepers than CPUs, the thread a wake handed SPINNING waits
 /// for a CPU, and the wakes skipped for it leave the sleepers to the
-/// starvation hand-offs. With fewer, skipping the wake is what keeps the
+/// starvation hand-offs. With few, skipping the wake is what keeps the
 /// few-thread cells cheap. Measured on the 2-core AMD EPYC VM (sweep
-/// profile, 2 runs each against the build without the flag; ratios to the
-/// best peer; eleventh section of `benches/results/sweep-x86_64-amd-epyc.md`):
-/// 1 per CPU raised `t64/cs10000` throughput 0.70 → 0.91 and fairness 0.33
-/// → 0.60, `t64/cs100` fairness 0.29 → 0.49, `t32/cs10000/think100000`
-/// throughput 0.86 → 0.98, and kept `t4/cs0` (1.11-1.24, CPU per operation
-/// 0.46-0.50 of the cheapest peer's). It costs CPU per operation at 32-64
-/// threads with critical sections (`t64/cs100` 0.80 → 1.04 of the cheapest
-/// peer's). 2 and 4 per CPU gained less fairness (`t64/cs100` 0.41 and
-/// 0.30). Waking past the spinner at every unlock (tenth section) costs
-/// `t4/cs0` and `t8/cs1000`. Only 2-CPU machines have been measured: how
+/// profile, 3 runs each, interleaved with the build before pushes counted;
+/// ratios to the best peer; twelfth section of
+/// `benches/results/sweep-x86_64-amd-epyc.md`), once pushes count: 1 per
+/// CPU raised fairness at 16-64 threads with critical sections to
+/// 0.75-0.99 (from 0.26-0.42) but cost `t8/cs1000` (throughput 1.09 →
+/// 0.80, CPU per operation 0.71 → 1.53) and `t8/cs100` (0.99 → 0.77); 2
+/// per CPU kept the 8-thread cells but cost `t16/cs1000` (1.01 → 0.91);
+/// 4 per CPU keeps every cell up to 16 threads and raises fairness at
+/// `t32/cs1000` 0.26 → 0.93, `t64/cs1000` 0.35 → 0.82, `t64/cs100` 0.39 →
+/// 0.79, for 3-6 % of throughput there (`t32/cs100` 0.96 → 0.92,
+/// `t64/cs1000` 0.99 → 0.94) and CPU per operation (`t32/cs100` 0.80 →
+/// 1.07); 8 per CPU loses the fairness at 32 threads again (0.48-0.51).
+/// Before pushes counted (eleventh section), 1 per CPU was best, as the
+/// flag was seldom set at all. Only 2-CPU machines have been measured: how
 /// the rule scales with the number of CPUs is untested.
-pub(crate) const BACKLOG_PER_CPU: u64 = 1;
+pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 
 /// A tuning constant that the `tuning` feature lets the environment
 /// override (benchmarks only: `benches/sweep.sh` sweeps them).

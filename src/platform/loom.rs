@@ -53,7 +53,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         14 => Fault::StarveDropsWake,
         15 => Fault::RelaxedMoveRetry,
         16 => Fault::MarkedBelowEarlierMarks,
-        _ => Fault::HandSpinPastSpinner,
+        17 => Fault::HandSpinPastSpinner,
+        _ => Fault::RelaxedBacklogOnPush,
     }
 }
 
@@ -227,6 +228,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
         while !self.unparked() {
             futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
         }
+        crate::model::after_wake();
     }
     /// The model has no clock: see [`crate::model::take_timeout`] for when
     /// a timed wait gives up.

@@ -90,6 +90,10 @@ pub(crate) enum Fault {
     /// A wake past the spinner (sleepers backed up) hands SPINNING to the
     /// woken thread too, so two threads think they hold it.
     HandSpinPastSpinner,
+    /// A waiter that pushed itself beside a spinner and counted the stack
+    /// sets BACKLOG with a Relaxed RMW, so the wake it may then make walks
+    /// nodes pushed meanwhile unsynchronised.
+    RelaxedBacklogOnPush,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -342,8 +346,11 @@ pub(crate) enum Event {
     /// A wake went past the spinner (sleepers were backed up): the woken
     /// thread was handed nothing.
     WokePastSpinner,
+    /// A waiter that pushed itself beside a spinner, with `BACKLOG` clear,
+    /// took the stack and counted it.
+    CountedOnPush,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::WokePastSpinner as usize + 1;
+pub(crate) const EVENTS: usize = Event::CountedOnPush as usize + 1;
