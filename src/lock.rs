@@ -26,12 +26,12 @@ pub(crate) const STARVING: usize = 8;
 /// Sleepers are backed up: the last wake or hand-off left more sleepers on
 /// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a look or
 /// a push beside a spinner (`Lock::count_on_push`) found that the next
-/// wake would. Set and cleared by stack owners. While it is set, unlocks wake the oldest
-/// sleeper even though a thread holds SPINNING.
+/// wake would. Set and cleared by stack owners. While it is set, unlocks
+/// wake the oldest sleeper even though a thread holds SPINNING.
 ///
 /// The spin bit saves those wakes because the spinner is about to take the
-/// lock. With many more sleepers than CPUs that no longer holds: the thread a
-/// wake handed SPINNING waits for a CPU, often for milliseconds, and an
+/// lock. With many more sleepers than CPUs that no longer holds: the thread
+/// a wake handed SPINNING waits for a CPU, often for milliseconds, and an
 /// unlock that skipped its wake meanwhile left the whole stack asleep until
 /// the starvation hand-offs reached it (sweep, eleventh section). A thread
 /// woken past the spinner is handed nothing: it competes like an arrival.
@@ -945,13 +945,9 @@ impl<P: Platform> Lock<P> {
             }
         }
         P::record(Event::Look);
-        // SAFETY: we own the stack and it is not empty; `find_tail` counted
-        // it into the top. BACKLOG as a pop would set it: the wake that the
-        // next unlock may make leaves one sleeper fewer.
-        let (starving, backlog) = unsafe {
-            let starving = starves(find_tail(head(s)));
-            (starving, (*head(s)).count.get().saturating_sub(1) > P::backlog_sleepers())
-        };
+        // SAFETY: we own the stack and it is not empty.
+        let (starving, backlog) =
+            unsafe { (starves(find_tail(head(s))), backed_up_after_a_wake(head(s))) };
         s = s.map_addr(|a| a | STACK_LOCKED);
         loop {
             let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
@@ -972,8 +968,8 @@ impl<P: Platform> Lock<P> {
 
     /// A waiter that pushed itself on other sleepers while another thread
     /// holds SPINNING and [`BACKLOG`] is clear counts the stack, and sets
-    /// the flag if the next wake would leave more sleepers than CPUs (as a
-    /// holder's look does).
+    /// the flag if the next wake would leave sleepers backed up (as a
+    /// holder's look does, see [`backed_up_after_a_wake`]).
     ///
     /// Pops and looks keep the flag, but while it is clear and a thread
     /// spins, unlocks skip their wakes, so no pop comes to set it again:
@@ -984,8 +980,8 @@ impl<P: Platform> Lock<P> {
     /// stack, so they count it.
     ///
     /// We take the stack only if nobody owns it (an owner decides on the
-    /// word as it finds it when it gives the stack back) and nothing else
-    /// changed that the count is for; the walk is the amortised O(1) walk
+    /// word as it finds it when it gives the stack back) and unlocks still
+    /// skip their wakes for a spinner; the walk is the amortised O(1) walk
     /// of every stack owner. We give the stack back as `leave` does
     /// (`release_after_leave`): unlocks that found it owned left their
     /// wakes to us.
@@ -1006,12 +1002,8 @@ impl<P: Platform> Lock<P> {
         }
         P::record(Event::CountedOnPush);
         s = s.map_addr(|a| a | STACK_LOCKED);
-        // SAFETY: we own the stack and it is not empty; `find_tail` counts
-        // it into the top.
-        let backlog = unsafe {
-            find_tail(head(s));
-            (*head(s)).count.get().saturating_sub(1) > P::backlog_sleepers()
-        };
+        // SAFETY: we own the stack and it is not empty.
+        let backlog = unsafe { backed_up_after_a_wake(head(s)) };
         if backlog {
             // We own the stack, so the flag is ours to set. Acquire: the
             // value shows the nodes pushed since we took the stack, which
@@ -1345,6 +1337,22 @@ unsafe fn woken<P: Platform>(
         (*node).handed_spin.set(handed_spin);
     }
     node
+}
+
+/// Whether the stack under `top` is backed up for [`BACKLOG`] as the next
+/// wake would leave it: more than [`Platform::backlog_sleepers`] sleepers
+/// once that wake has taken one (a pop sets the flag from what it leaves).
+/// Walks the stack (`find_tail`, which counts it into the top; O(1) if it
+/// was walked before).
+///
+/// # Safety
+/// The caller owns the stack and `top` is the non-null top of the stack.
+unsafe fn backed_up_after_a_wake<P: Platform>(top: *mut Node<P>) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        find_tail(top);
+        (*top).count.get().saturating_sub(1) > P::backlog_sleepers()
+    }
 }
 
 /// The node below `node` on the stack.
