@@ -245,6 +245,9 @@ fn hold_after_wake(gate: &'static Gate) {
 }
 
 /// Makes the current thread wait at `gate` when it records `event`, once.
+/// It reuses the timeout thread's gate (`Steer::event_gate`), so it also
+/// makes the current thread the execution's timeout thread: call it only
+/// in models that allow no timeouts.
 fn hold_at_event(event: Event, gate: &'static Gate) {
     STEER.with(|s| {
         let mut s = s.borrow_mut();
