@@ -148,7 +148,11 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// ([`ARRIVAL_YIELDS`]; ninth section there, three runs each): the same
 /// trade-off, 1 ms raising fairness at `t32/cs100` 0.27 → 0.45 of the
 /// fairest peer's and costing `t64/cs10000` 0.74 → 0.57 and `t64/cs1000`
-/// 0.85 → 0.65 of the fastest peer's throughput.
+/// 0.85 → 0.65 of the fastest peer's throughput. Swept over 1 and 2 ms
+/// once pushes beside a spinner counted the stack (thirteenth section,
+/// three runs each): the same trade-off, 1 ms raising fairness at 4-16
+/// threads (`t4/cs0` 0.70 → 0.96) and costing `t32/cs10000/think100000`
+/// 0.94 → 0.73 and `t64/cs10000` 0.92 → 0.85 of the fastest peer's.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
