@@ -149,6 +149,16 @@ fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
     }
 }
 
+/// Checks, in builds with [`Platform::CHECKS`], that a CAS that took the
+/// stack replaced a value `s` without STACK_LOCKED: one stack owner at a
+/// time (a CAS that sets the bit over itself succeeds without a change).
+#[inline(always)]
+fn check_stack_taken<P: Platform>(s: *mut Node<P>) {
+    if P::CHECKS {
+        assert!(s.addr() & STACK_LOCKED == 0, "a spinbit thread took the stack that another owns");
+    }
+}
+
 /// Whether a wake is left to the spinner: a thread holds SPINNING, the lock
 /// is not in starvation mode and sleepers are not backed up.
 #[inline(always)]
@@ -248,7 +258,10 @@ impl<P: Platform> Lock<P> {
             // previous stack owner, so the nodes' fields are visible.
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    break;
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
@@ -272,7 +285,7 @@ impl<P: Platform> Lock<P> {
 
     #[cold]
     #[inline(never)]
-    fn lock_slow(&self) {
+    pub(crate) fn lock_slow(&self) {
         self.wait(None);
     }
 
@@ -621,7 +634,10 @@ impl<P: Platform> Lock<P> {
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
-                Ok(_) => return s.map_addr(|a| a | STACK_LOCKED),
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    return s.map_addr(|a| a | STACK_LOCKED);
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
@@ -853,8 +869,10 @@ impl<P: Platform> Lock<P> {
             }
             // Release: our link edits, for the next stack owner. Failure
             // Acquire: the word changed (a push, an unlock), and the next
-            // round may serve, walking nodes pushed meanwhile.
-            match self.state.compare_exchange(s, with_flags(s, f), Release, Acquire) {
+            // round may serve, walking nodes pushed meanwhile
+            // (`model::pushes_while_a_push_counts`).
+            let retry = if P::FAULT == Fault::RelaxedGiveBackRetry { Relaxed } else { Acquire };
+            match self.state.compare_exchange(s, with_flags(s, f), Release, retry) {
                 Ok(_) => return,
                 Err(now) => s = now,
             }
@@ -939,7 +957,10 @@ impl<P: Platform> Lock<P> {
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    break;
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
@@ -989,13 +1010,21 @@ impl<P: Platform> Lock<P> {
     fn count_on_push(&self) {
         let mut s = self.state.load(Relaxed);
         loop {
-            if head(s).is_null() || s.addr() & STACK_LOCKED != 0 || !spinner_takes_wake(s.addr()) {
+            let owned = s.addr() & STACK_LOCKED != 0 && P::FAULT != Fault::CountOnOwnedStack;
+            if head(s).is_null() || owned || !spinner_takes_wake(s.addr()) {
                 return;
             }
-            // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => break,
+            // Acquire: the walk reads the nodes' fields, and our own push
+            // (Release only) acquired nothing: nodes pushed after our
+            // `try_lock`'s Acquire, and the last stack owner's edits, are
+            // ordered before the walk by this CAS alone
+            // (`model::push_beside_spinner`).
+            let order = if P::FAULT == Fault::RelaxedTakeOnPush { Relaxed } else { Acquire };
+            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), order, Relaxed) {
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    break;
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
@@ -1056,7 +1085,10 @@ impl<P: Platform> Lock<P> {
             // previous stack owner, so the nodes' fields are visible.
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    break;
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }
@@ -1160,7 +1192,10 @@ impl<P: Platform> Lock<P> {
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => {
+                    check_stack_taken::<P>(s);
+                    break;
+                }
                 // Relaxed: nodes are read only after a successful CAS.
                 Err(now) => s = now,
             }

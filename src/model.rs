@@ -20,7 +20,7 @@ use loom::sync::Notify;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use loom::thread;
 
-use crate::lock::{FLAGS, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
+use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::{Loom, LoomState, ModelDeadline};
 use crate::platform::{EVENTS, Event, StateWord};
 
@@ -1039,21 +1039,27 @@ thread_local! {
 /// lock while A, then B, go to sleep; its unlock wakes A (the oldest) and
 /// hands it SPINNING, and the model holds A back (runnable, not running,
 /// as a woken thread waiting for a CPU is). The main thread takes the lock
-/// again and Y arrives: it finds A's SPINNING and pushes itself on top of
-/// B, and since unlocks would skip their wakes for A, Y takes the stack to
-/// count it, and the model holds Y there. Then A runs, finds the lock held
-/// and pushes itself, and the main thread unlocks while Y owns the stack,
+/// again and Y, whose `try_lock` failed before B went to sleep, enters the
+/// slow path: it finds A's SPINNING and pushes itself on top of B, and
+/// since unlocks would skip their wakes for A, Y takes the stack to count
+/// it, and the model holds Y there. Then A runs, finds the lock held and
+/// pushes itself, and the main thread unlocks while Y owns the stack,
 /// leaving its wake to Y. Y counts three sleepers, more than the model's
 /// zero, sets BACKLOG and, the lock being free, serves the oldest sleeper
 /// as it gives the stack back: its walk reads A's node, pushed after Y
-/// took the stack. Both holds are gates, not preemptions: bound 0 reaches
-/// the race.
-fn push_beside_spinner<const F: u8>(bound: Bound) -> Seen {
+/// took the stack. Y's count reads B's node, which B pushed (and the main
+/// thread's pop edited) after Y's `try_lock`, the Acquire RMW that would
+/// otherwise order them before it: only the Acquire of the CAS that takes
+/// the stack does. That race needs the run without `hold_y` (and then
+/// without a backlog): the gate Y waits at after taking the stack orders
+/// the main thread's past, which acquired B's push, before Y's walk. All holds are gates and waits, not preemptions:
+/// bound 0 reaches the race.
+fn push_beside_spinner<const F: u8>(hold_y: bool, bound: Bound) -> Seen {
     UNLOCKED_BESIDE_COUNT.set(false);
-    explore(bound, || {
+    explore(bound, move || {
         let g = Guarded::<F, 0, 0, 0>::new();
         let parks = count_parks();
-        let (hold_a, hold_y) = (Gate::new(), Gate::new());
+        let (hold_a, gate_y) = (Gate::new(), Gate::new());
         g.lock.lock();
         let a = thread::spawn(move || {
             hold_after_wake(hold_a);
@@ -1061,29 +1067,52 @@ fn push_beside_spinner<const F: u8>(bound: Bound) -> Seen {
         });
         g.wait_for(|w| w & !FLAGS != 0);
         let a_node = g.word() & !FLAGS;
+        let y = thread::spawn(move || {
+            if hold_y {
+                hold_at_event(Event::CountedOnPush, gate_y);
+            }
+            assert!(!g.lock.try_lock());
+            // Relaxed loads, until the main thread holds the lock again
+            // with B on top (A woken, holding SPINNING).
+            g.wait_for(|w| {
+                w & (LOCKED | SPINNING) == LOCKED | SPINNING && ![0, a_node].contains(&(w & !FLAGS))
+            });
+            g.lock.lock_slow();
+            g.add_one_locked();
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        });
         let b = thread::spawn(move || g.increment());
-        g.wait_for(|w| w & !FLAGS != a_node);
+        // Until B is asleep on top of A.
+        g.wait_for(|w| ![0, a_node].contains(&(w & !FLAGS)) && w & SPINNING == 0);
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
-        g.lock.lock();
         // From now on two sleepers are a backlog: the wake above did not
-        // set the flag, Y's count does.
-        back_up_above(0);
-        let y = thread::spawn(move || {
-            hold_at_event(Event::CountedOnPush, hold_y);
-            g.increment();
-        });
+        // set the flag, Y's count does (with `hold_y`: without it, the
+        // count's walk is the race, and no backlog keeps the rest short).
+        if hold_y {
+            back_up_above(0);
+        }
+        g.lock.lock();
         // Until Y has pushed (A, B, Y): it is held once it owns the stack.
         g.wait_for(|_| parks.load(Relaxed) > 2);
-        hold_a.open();
-        // Until A has pushed itself again.
-        g.wait_for(|_| parks.load(Relaxed) > 3);
-        if g.word() & STACK_LOCKED != 0 {
-            UNLOCKED_BESIDE_COUNT.set(true);
+        if hold_y {
+            hold_a.open();
+            // Until A has pushed itself again.
+            g.wait_for(|_| parks.load(Relaxed) > 3);
+            if g.word() & STACK_LOCKED != 0 {
+                UNLOCKED_BESIDE_COUNT.set(true);
+            }
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            gate_y.open();
+        } else {
+            // Y's count is the race; after it, the shortest way out: the
+            // unlock leaves its wake to A, the spinner, then A runs.
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            hold_a.open();
         }
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        hold_y.open();
         a.join().unwrap();
         b.join().unwrap();
         y.join().unwrap();
@@ -1096,14 +1125,106 @@ fn a_push_beside_the_spinner_counts_the_stack() {
     // Bound 0 in the deeper run too: the gates reach the race without
     // preemptions, and bound 1 ran for more than 10 minutes in release
     // (2-core AMD EPYC VM) without finishing.
-    let seen = push_beside_spinner::<0>(bound(0, 0));
+    let seen = push_beside_spinner::<0>(true, bound(0, 0));
     assert!(seen.of(Event::CountedOnPush) > 0 && UNLOCKED_BESIDE_COUNT.get(), "{seen:?}");
+}
+
+#[test]
+fn a_push_beside_the_spinner_counts_nodes_pushed_after_its_try_lock() {
+    let seen = push_beside_spinner::<0>(false, bound(0, 0));
+    assert!(seen.of(Event::CountedOnPush) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_push_beside_the_spinner_sets_backlog_with_a_relaxed_rmw() {
-    push_beside_spinner::<18>(bound(0, 0));
+    push_beside_spinner::<18>(true, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_push_beside_the_spinner_takes_the_stack_with_a_relaxed_cas() {
+    push_beside_spinner::<19>(false, bound(0, 0));
+}
+
+thread_local! {
+    /// Set when an execution of `pushes_while_a_push_counts` unlocked while
+    /// the first counting pusher owned the stack.
+    static UNLOCKED_BESIDE_FIRST_COUNT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// More pushes while a push beside the spinner counts the stack. As in
+/// `push_beside_spinner`, A (woken, holding SPINNING) is held back and B
+/// sleeps; Y1 pushes itself beside A's SPINNING, takes the stack to count
+/// it and is held there. Then Y2 pushes itself beside the spinner too:
+/// the stack is owned, so it must not take it (the one-owner check fails
+/// if it does). A runs and pushes itself, and the main thread unlocks,
+/// leaving its wake to Y1. With no backlog (the model's default), Y1 gives
+/// the stack back from the word it took it from: its CAS fails (A's and
+/// Y2's pushes, the unlock), and on the fresh word, with the lock free
+/// and nobody spinning, it serves the oldest sleeper, walking A's and
+/// Y2's nodes, pushed after it took the stack: only the failure ordering
+/// of that CAS orders them before the walk. Five threads, bound 0: gates
+/// and waits, not preemptions.
+fn pushes_while_a_push_counts<const F: u8>(bound: Bound) -> Seen {
+    UNLOCKED_BESIDE_FIRST_COUNT.set(false);
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let parks = count_parks();
+        let (hold_a, gate_y1) = (Gate::new(), Gate::new());
+        g.lock.lock();
+        let a = thread::spawn(move || {
+            hold_after_wake(hold_a);
+            g.increment();
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        let a_node = g.word() & !FLAGS;
+        let b = thread::spawn(move || g.increment());
+        // Until B is asleep on top of A.
+        g.wait_for(|w| ![0, a_node].contains(&(w & !FLAGS)) && w & SPINNING == 0);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        g.lock.lock();
+        let y1 = thread::spawn(move || {
+            hold_at_event(Event::CountedOnPush, gate_y1);
+            g.increment();
+        });
+        // Until Y1 has pushed (A, B, Y1): it is held once it owns the stack.
+        g.wait_for(|_| parks.load(Relaxed) > 2);
+        let y2 = thread::spawn(move || g.increment());
+        g.wait_for(|_| parks.load(Relaxed) > 3);
+        hold_a.open();
+        // Until A has pushed itself again.
+        g.wait_for(|_| parks.load(Relaxed) > 4);
+        if g.word() & STACK_LOCKED != 0 {
+            UNLOCKED_BESIDE_FIRST_COUNT.set(true);
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        gate_y1.open();
+        for t in [a, b, y1, y2] {
+            t.join().unwrap();
+        }
+        assert_eq!(g.value(), 4);
+    })
+}
+
+#[test]
+fn pushes_while_a_push_counts_leave_the_stack_to_it() {
+    let seen = pushes_while_a_push_counts::<0>(bound(0, 0));
+    assert!(seen.of(Event::CountedOnPush) > 0 && UNLOCKED_BESIDE_FIRST_COUNT.get(), "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "took the stack that another owns")]
+fn broken_push_beside_the_spinner_counts_a_stack_that_another_owns() {
+    pushes_while_a_push_counts::<20>(bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_give_back_after_a_count_retries_with_a_relaxed_failure() {
+    pushes_while_a_push_counts::<21>(bound(0, 0));
 }
 
 // Negative controls: each broken protocol must make loom report a lost

@@ -54,7 +54,10 @@ pub(crate) const fn fault(n: u8) -> Fault {
         15 => Fault::RelaxedMoveRetry,
         16 => Fault::MarkedBelowEarlierMarks,
         17 => Fault::HandSpinPastSpinner,
-        _ => Fault::RelaxedBacklogOnPush,
+        18 => Fault::RelaxedBacklogOnPush,
+        19 => Fault::RelaxedTakeOnPush,
+        20 => Fault::CountOnOwnedStack,
+        _ => Fault::RelaxedGiveBackRetry,
     }
 }
 

@@ -94,6 +94,17 @@ pub(crate) enum Fault {
     /// sets BACKLOG with a Relaxed RMW, so the wake it may then make walks
     /// nodes pushed meanwhile unsynchronised.
     RelaxedBacklogOnPush,
+    /// A waiter that pushed itself beside a spinner takes the stack to
+    /// count it with a Relaxed CAS, so its walk reads nodes pushed since
+    /// its `try_lock` unsynchronised.
+    RelaxedTakeOnPush,
+    /// A waiter that pushed itself beside a spinner takes the stack to
+    /// count it even while another thread owns it.
+    CountOnOwnedStack,
+    /// A stack owner that gives the stack back after a leave or a count
+    /// reads the fresh word of a failed CAS with Relaxed, and may serve the
+    /// oldest sleeper walking nodes pushed meanwhile unsynchronised.
+    RelaxedGiveBackRetry,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
