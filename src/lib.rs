@@ -164,7 +164,9 @@
 //!   handed the bit is a spinner like any other. (`BACKLOG` only makes
 //!   unlocks skip fewer wakes; a thread woken past the spinner holds
 //!   nothing, so exactly one thread holds `SPINNING` while it is set.)
-//! * `STACK_LOCKED` was set: its owner is committed to serving the stack
+//! * `STACK_LOCKED` was set: it has one owner (every CAS that takes the
+//!   stack expects the bit clear, which the model and debug builds
+//!   assert), and that owner is committed to serving the stack
 //!   before it gives it back (an owner that does not hold `LOCKED`, i.e. a
 //!   timed waiter that leaves, a sleeper that marks itself starving or a
 //!   pusher that counts the stack, decides as this unlock would have, on

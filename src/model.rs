@@ -1035,6 +1035,39 @@ thread_local! {
     static UNLOCKED_BESIDE_COUNT: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The scene of the push-count models. The caller holds the lock; A, then
+/// B, go to sleep; the unlock wakes A (the oldest) and hands it SPINNING,
+/// and the model holds A at `hold_a` (runnable, not running, as a woken
+/// thread waiting for a CPU is); with `backlog`, two sleepers are a
+/// backlog from then on (the wake did not set the flag); then the caller
+/// holds the lock again, with B asleep beside A's SPINNING. `after_a` runs
+/// once A is asleep, before B starts, with A's node. Returns A's and B's
+/// threads and what `after_a` returned.
+fn woken_spinner_held_beside_a_sleeper<const F: u8, T>(
+    g: &'static Guarded<F, 0, 0, 0>,
+    hold_a: &'static Gate,
+    backlog: bool,
+    after_a: impl FnOnce(usize) -> T,
+) -> ([thread::JoinHandle<()>; 2], T) {
+    let a = thread::spawn(move || {
+        hold_after_wake(hold_a);
+        g.increment();
+    });
+    g.wait_for(|w| w & !FLAGS != 0);
+    let a_node = g.word() & !FLAGS;
+    let then = after_a(a_node);
+    let b = thread::spawn(move || g.increment());
+    // Until B is asleep on top of A.
+    g.wait_for(|w| ![0, a_node].contains(&(w & !FLAGS)) && w & SPINNING == 0);
+    // SAFETY: the caller holds the lock.
+    unsafe { g.lock.unlock() };
+    if backlog {
+        back_up_above(0);
+    }
+    g.lock.lock();
+    ([a, b], then)
+}
+
 /// A push beside a spinner counts the stack. The main thread holds the
 /// lock while A, then B, go to sleep; its unlock wakes A (the oldest) and
 /// hands it SPINNING, and the model holds A back (runnable, not running,
@@ -1061,39 +1094,27 @@ fn push_beside_spinner<const F: u8>(hold_y: bool, bound: Bound) -> Seen {
         let parks = count_parks();
         let (hold_a, gate_y) = (Gate::new(), Gate::new());
         g.lock.lock();
-        let a = thread::spawn(move || {
-            hold_after_wake(hold_a);
-            g.increment();
-        });
-        g.wait_for(|w| w & !FLAGS != 0);
-        let a_node = g.word() & !FLAGS;
-        let y = thread::spawn(move || {
-            if hold_y {
-                hold_at_event(Event::CountedOnPush, gate_y);
-            }
-            assert!(!g.lock.try_lock());
-            // Relaxed loads, until the main thread holds the lock again
-            // with B on top (A woken, holding SPINNING).
-            g.wait_for(|w| {
-                w & (LOCKED | SPINNING) == LOCKED | SPINNING && ![0, a_node].contains(&(w & !FLAGS))
-            });
-            g.lock.lock_slow();
-            g.add_one_locked();
-            // SAFETY: locked just above.
-            unsafe { g.lock.unlock() };
-        });
-        let b = thread::spawn(move || g.increment());
-        // Until B is asleep on top of A.
-        g.wait_for(|w| ![0, a_node].contains(&(w & !FLAGS)) && w & SPINNING == 0);
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        // From now on two sleepers are a backlog: the wake above did not
-        // set the flag, Y's count does (with `hold_y`: without it, the
-        // count's walk is the race, and no backlog keeps the rest short).
-        if hold_y {
-            back_up_above(0);
-        }
-        g.lock.lock();
+        let spawn_y = move |a_node: usize| {
+            thread::spawn(move || {
+                if hold_y {
+                    hold_at_event(Event::CountedOnPush, gate_y);
+                }
+                assert!(!g.lock.try_lock());
+                // Relaxed loads, until the main thread holds the lock
+                // again with B on top (A woken, holding SPINNING).
+                g.wait_for(|w| {
+                    w & (LOCKED | SPINNING) == LOCKED | SPINNING
+                        && ![0, a_node].contains(&(w & !FLAGS))
+                });
+                g.lock.lock_slow();
+                g.add_one_locked();
+                // SAFETY: locked just above.
+                unsafe { g.lock.unlock() };
+            })
+        };
+        // Y's count sets BACKLOG with `hold_y`; without it, the count's
+        // walk is the race, and no backlog keeps the rest short.
+        let ([a, b], y) = woken_spinner_held_beside_a_sleeper(g, hold_a, hold_y, spawn_y);
         // Until Y has pushed (A, B, Y): it is held once it owns the stack.
         g.wait_for(|_| parks.load(Relaxed) > 2);
         if hold_y {
@@ -1173,18 +1194,7 @@ fn pushes_while_a_push_counts<const F: u8>(bound: Bound) -> Seen {
         let parks = count_parks();
         let (hold_a, gate_y1) = (Gate::new(), Gate::new());
         g.lock.lock();
-        let a = thread::spawn(move || {
-            hold_after_wake(hold_a);
-            g.increment();
-        });
-        g.wait_for(|w| w & !FLAGS != 0);
-        let a_node = g.word() & !FLAGS;
-        let b = thread::spawn(move || g.increment());
-        // Until B is asleep on top of A.
-        g.wait_for(|w| ![0, a_node].contains(&(w & !FLAGS)) && w & SPINNING == 0);
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        g.lock.lock();
+        let ([a, b], ()) = woken_spinner_held_beside_a_sleeper(g, hold_a, false, |_| ());
         let y1 = thread::spawn(move || {
             hold_at_event(Event::CountedOnPush, gate_y1);
             g.increment();
