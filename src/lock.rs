@@ -149,16 +149,6 @@ fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
     }
 }
 
-/// Checks, in builds with [`Platform::CHECKS`], that a CAS that took the
-/// stack replaced a value `s` without STACK_LOCKED: one stack owner at a
-/// time (a CAS that sets the bit over itself succeeds without a change).
-#[inline(always)]
-fn check_stack_taken<P: Platform>(s: *mut Node<P>) {
-    if P::CHECKS {
-        assert!(s.addr() & STACK_LOCKED == 0, "a spinbit thread took the stack that another owns");
-    }
-}
-
 /// Whether a wake is left to the spinner: a thread holds SPINNING, the lock
 /// is not in starvation mode and sleepers are not backed up.
 #[inline(always)]
@@ -256,13 +246,8 @@ impl<P: Platform> Lock<P> {
             }
             // Acquire: pairs with the Release of the pushes and of the
             // previous stack owner, so the nodes' fields are visible.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    break;
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, Acquire) {
+                Ok(()) => break,
                 Err(now) => s = now,
             }
         }
@@ -632,13 +617,8 @@ impl<P: Platform> Lock<P> {
                 continue;
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    return s.map_addr(|a| a | STACK_LOCKED);
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, Acquire) {
+                Ok(()) => return s.map_addr(|a| a | STACK_LOCKED),
                 Err(now) => s = now,
             }
         }
@@ -879,6 +859,24 @@ impl<P: Platform> Lock<P> {
         }
     }
 
+    /// One CAS that takes the stack from `s` (which has STACK_LOCKED
+    /// clear), with `order` on success: each caller says why Acquire. On
+    /// failure, the fresh word, read Relaxed: nodes are read only after a
+    /// successful take. Builds with [`Platform::CHECKS`] check that `s` had
+    /// the bit clear: one stack owner at a time (a CAS that sets the bit
+    /// over itself succeeds without a change).
+    #[inline(always)]
+    fn take_stack_from(&self, s: *mut Node<P>, order: Ordering) -> Result<(), *mut Node<P>> {
+        self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), order, Relaxed)?;
+        if P::CHECKS {
+            assert!(
+                s.addr() & STACK_LOCKED == 0,
+                "a spinbit thread took the stack that another owns"
+            );
+        }
+        Ok(())
+    }
+
     /// One CAS that takes the lock from `s` (which has LOCKED clear),
     /// keeping the other bits and dropping SPINNING if we hold it.
     #[inline(always)]
@@ -955,13 +953,8 @@ impl<P: Platform> Lock<P> {
                 return;
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    break;
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, Acquire) {
+                Ok(()) => break,
                 Err(now) => s = now,
             }
         }
@@ -1020,12 +1013,8 @@ impl<P: Platform> Lock<P> {
             // ordered before the walk by this CAS alone
             // (`model::push_beside_spinner`).
             let order = if P::FAULT == Fault::RelaxedTakeOnPush { Relaxed } else { Acquire };
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), order, Relaxed) {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    break;
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, order) {
+                Ok(()) => break,
                 Err(now) => s = now,
             }
         }
@@ -1083,13 +1072,8 @@ impl<P: Platform> Lock<P> {
             }
             // Acquire: pairs with the Release of the pushes and of the
             // previous stack owner, so the nodes' fields are visible.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    break;
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, Acquire) {
+                Ok(()) => break,
                 Err(now) => s = now,
             }
         }
@@ -1190,13 +1174,8 @@ impl<P: Platform> Lock<P> {
                 return;
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    check_stack_taken::<P>(s);
-                    break;
-                }
-                // Relaxed: nodes are read only after a successful CAS.
+            match self.take_stack_from(s, Acquire) {
+                Ok(()) => break,
                 Err(now) => s = now,
             }
         }
