@@ -228,7 +228,7 @@ impl<P: Platform> Lock<P> {
     pub(crate) unsafe fn unlock_fair(&self) {
         let mut s = self.state.load(Relaxed);
         debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-        loop {
+        s = loop {
             if head(s).is_null() {
                 // Nobody to hand over to. A waiter that pushes itself after
                 // this look is seen by the release in `unlock`.
@@ -247,12 +247,12 @@ impl<P: Platform> Lock<P> {
             // Acquire: pairs with the Release of the pushes and of the
             // previous stack owner, so the nodes' fields are visible.
             match self.take_stack_from(s, Acquire) {
-                Ok(()) => break,
+                Ok(taken) => break taken,
                 Err(now) => s = now,
             }
-        }
+        };
         // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
-        unsafe { self.hand_off(s.map_addr(|a| a | STACK_LOCKED)) };
+        unsafe { self.hand_off(s) };
     }
 
     /// If somebody sleeps, hands the lock to the oldest sleeper and takes it
@@ -618,7 +618,7 @@ impl<P: Platform> Lock<P> {
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.take_stack_from(s, Acquire) {
-                Ok(()) => return s.map_addr(|a| a | STACK_LOCKED),
+                Ok(taken) => return taken,
                 Err(now) => s = now,
             }
         }
@@ -860,21 +860,27 @@ impl<P: Platform> Lock<P> {
     }
 
     /// One CAS that takes the stack from `s` (which has STACK_LOCKED
-    /// clear), with `order` on success: each caller says why Acquire. On
-    /// failure, the fresh word, read Relaxed: nodes are read only after a
-    /// successful take. Builds with [`Platform::CHECKS`] check that `s` had
+    /// clear), with `order` on success: each caller says why Acquire.
+    /// Returns the word it wrote (`s` with STACK_LOCKED); on failure, the
+    /// fresh word, read Relaxed: nodes are read only after a successful
+    /// take. Builds with [`Platform::CHECKS`] check that `s` had
     /// the bit clear: one stack owner at a time (a CAS that sets the bit
     /// over itself succeeds without a change).
     #[inline(always)]
-    fn take_stack_from(&self, s: *mut Node<P>, order: Ordering) -> Result<(), *mut Node<P>> {
-        self.state.compare_exchange(s, s.map_addr(|a| a | STACK_LOCKED), order, Relaxed)?;
+    fn take_stack_from(
+        &self,
+        s: *mut Node<P>,
+        order: Ordering,
+    ) -> Result<*mut Node<P>, *mut Node<P>> {
+        let taken = s.map_addr(|a| a | STACK_LOCKED);
+        self.state.compare_exchange(s, taken, order, Relaxed)?;
         if P::CHECKS {
             assert!(
                 s.addr() & STACK_LOCKED == 0,
                 "a spinbit thread took the stack that another owns"
             );
         }
-        Ok(())
+        Ok(taken)
     }
 
     /// One CAS that takes the lock from `s` (which has LOCKED clear),
@@ -948,21 +954,20 @@ impl<P: Platform> Lock<P> {
     #[cold]
     fn look(&self) {
         let mut s = self.state.load(Relaxed);
-        loop {
+        s = loop {
             if head(s).is_null() || s.addr() & (STACK_LOCKED | STARVING) != 0 {
                 return;
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.take_stack_from(s, Acquire) {
-                Ok(()) => break,
+                Ok(taken) => break taken,
                 Err(now) => s = now,
             }
-        }
+        };
         P::record(Event::Look);
         // SAFETY: we own the stack and it is not empty.
         let (starving, backlog) =
             unsafe { (starves(find_tail(head(s))), backed_up_after_a_wake(head(s))) };
-        s = s.map_addr(|a| a | STACK_LOCKED);
         loop {
             let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
                 | if starving { STARVING } else { 0 }
@@ -1002,7 +1007,7 @@ impl<P: Platform> Lock<P> {
     #[cold]
     fn count_on_push(&self) {
         let mut s = self.state.load(Relaxed);
-        loop {
+        s = loop {
             let owned = s.addr() & STACK_LOCKED != 0 && P::FAULT != Fault::CountOnOwnedStack;
             if head(s).is_null() || owned || !spinner_takes_wake(s.addr()) {
                 return;
@@ -1014,12 +1019,11 @@ impl<P: Platform> Lock<P> {
             // (`model::push_beside_spinner`).
             let order = if P::FAULT == Fault::RelaxedTakeOnPush { Relaxed } else { Acquire };
             match self.take_stack_from(s, order) {
-                Ok(()) => break,
+                Ok(taken) => break taken,
                 Err(now) => s = now,
             }
-        }
+        };
         P::record(Event::CountedOnPush);
-        s = s.map_addr(|a| a | STACK_LOCKED);
         // SAFETY: we own the stack and it is not empty.
         let backlog = unsafe { backed_up_after_a_wake(head(s)) };
         if backlog {
@@ -1050,7 +1054,7 @@ impl<P: Platform> Lock<P> {
             return;
         }
         let mut s = self.state.load(Relaxed);
-        loop {
+        s = loop {
             // Leave when nobody sleeps, when the stack has an owner (it
             // decides when it gives the stack back), when the lock was
             // re-taken (its holder's unlock decides, and hands over if
@@ -1073,11 +1077,10 @@ impl<P: Platform> Lock<P> {
             // Acquire: pairs with the Release of the pushes and of the
             // previous stack owner, so the nodes' fields are visible.
             match self.take_stack_from(s, Acquire) {
-                Ok(()) => break,
+                Ok(taken) => break taken,
                 Err(now) => s = now,
             }
-        }
-        s = s.map_addr(|a| a | STACK_LOCKED);
+        };
         if P::FAULT == Fault::AbandonWakeWhenLocked {
             // Broken on purpose: a stale look, and a release that does not
             // re-check the word.
@@ -1161,7 +1164,7 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     unsafe fn unlock_starving(&self, mut s: *mut Node<P>) {
-        loop {
+        s = loop {
             if s.addr() & STARVING == 0 || s.addr() & STACK_LOCKED != 0 {
                 // Starvation mode ended, or the stack has an owner, which
                 // decides when it gives the stack back: it takes LOCKED back
@@ -1175,12 +1178,12 @@ impl<P: Platform> Lock<P> {
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.take_stack_from(s, Acquire) {
-                Ok(()) => break,
+                Ok(taken) => break taken,
                 Err(now) => s = now,
             }
-        }
+        };
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
-        unsafe { self.hand_off(s.map_addr(|a| a | STACK_LOCKED)) };
+        unsafe { self.hand_off(s) };
     }
 
     /// Hands the lock to the oldest sleeper: unlinks it, releases the stack

@@ -1068,12 +1068,10 @@ fn woken_spinner_held_beside_a_sleeper<const F: u8, T>(
     ([a, b], then)
 }
 
-/// A push beside a spinner counts the stack. The main thread holds the
-/// lock while A, then B, go to sleep; its unlock wakes A (the oldest) and
-/// hands it SPINNING, and the model holds A back (runnable, not running,
-/// as a woken thread waiting for a CPU is). The main thread takes the lock
-/// again and Y, whose `try_lock` failed before B went to sleep, enters the
-/// slow path: it finds A's SPINNING and pushes itself on top of B, and
+/// A push beside a spinner counts the stack. In the scene of
+/// `woken_spinner_held_beside_a_sleeper`, Y, whose `try_lock` failed
+/// before B went to sleep, enters the slow path once the main thread holds
+/// the lock again: it finds A's SPINNING and pushes itself on top of B, and
 /// since unlocks would skip their wakes for A, Y takes the stack to count
 /// it, and the model holds Y there. Then A runs, finds the lock held and
 /// pushes itself, and the main thread unlocks while Y owns the stack,
@@ -1085,8 +1083,8 @@ fn woken_spinner_held_beside_a_sleeper<const F: u8, T>(
 /// otherwise order them before it: only the Acquire of the CAS that takes
 /// the stack does. That race needs the run without `hold_y` (and then
 /// without a backlog): the gate Y waits at after taking the stack orders
-/// the main thread's past, which acquired B's push, before Y's walk. All holds are gates and waits, not preemptions:
-/// bound 0 reaches the race.
+/// the main thread's past, which acquired B's push, before Y's walk. All
+/// holds are gates and waits, not preemptions: bound 0 reaches the race.
 fn push_beside_spinner<const F: u8>(hold_y: bool, bound: Bound) -> Seen {
     UNLOCKED_BESIDE_COUNT.set(false);
     explore(bound, move || {
