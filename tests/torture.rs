@@ -590,7 +590,12 @@ unsafe impl RawMutex for StarvesOne {
     fn lock(&self) -> GuardSend {
         if self.is_victim() {
             VICTIM_FIRST_LOCK.fetch_min(epoch_ns(), Relaxed);
-            while epoch_ns().saturating_sub(self.last_other.load(Relaxed)) < 200_000_000 {
+            // Until the others have taken the mutex at all, and then stopped.
+            loop {
+                let last = self.last_other.load(Relaxed);
+                if last != 0 && epoch_ns().saturating_sub(last) >= 200_000_000 {
+                    break;
+                }
                 thread::sleep(Duration::from_millis(1));
             }
         }
@@ -677,13 +682,13 @@ fn negative_control_the_torture_catches_a_starved_thread() {
 /// the check that no timed attempt returns early. (Giving up at some fraction
 /// of the timeout would not do: on a loaded machine a thread whose wait ends
 /// early can be scheduled again only after its deadline has passed.)
-struct EarlyTimeout(spinbit::RawMutex);
+struct NoWaitTimeout(spinbit::RawMutex);
 
 // SAFETY: every operation is `spinbit::RawMutex`'s; only the timeouts are
 // wrong.
-unsafe impl RawMutex for EarlyTimeout {
+unsafe impl RawMutex for NoWaitTimeout {
     #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = EarlyTimeout(spinbit::RawMutex::INIT);
+    const INIT: Self = NoWaitTimeout(spinbit::RawMutex::INIT);
     type Guard = GuardSend;
     fn lock(&self) -> GuardSend {
         self.0.lock()
@@ -701,7 +706,7 @@ unsafe impl RawMutex for EarlyTimeout {
 }
 
 // SAFETY: as above.
-unsafe impl RawMutexFair for EarlyTimeout {
+unsafe impl RawMutexFair for NoWaitTimeout {
     unsafe fn unlock_fair(&self, guard: GuardSend) {
         // SAFETY: forwarded from the caller.
         unsafe { self.0.unlock_fair(guard) }
@@ -713,7 +718,7 @@ unsafe impl RawMutexFair for EarlyTimeout {
 }
 
 // SAFETY: as above.
-unsafe impl RawMutexTimed for EarlyTimeout {
+unsafe impl RawMutexTimed for NoWaitTimeout {
     type Duration = Duration;
     type Instant = Instant;
     fn try_lock_for(&self, _: Duration) -> Option<GuardSend> {
@@ -729,7 +734,7 @@ unsafe impl RawMutexTimed for EarlyTimeout {
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_the_torture_catches_an_early_timeout() {
     let bound = Duration::from_secs(2);
-    let report = torture::<EarlyTimeout>(8, Duration::from_millis(300), bound);
+    let report = torture::<NoWaitTimeout>(8, Duration::from_millis(300), bound);
     let Err(e) = report.check(bound) else { panic!("early timeouts must be noticed:\n{report}") };
     assert!(e.contains("before their deadline"), "{e}\n{report}");
 }
