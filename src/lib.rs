@@ -97,7 +97,9 @@
 //! Under oversubscription a spinner nearly always exists, so unlocks would
 //! almost never wake anyone, and a woken waiter can lose the lock to running
 //! threads again and again. So every sleeper *judges itself*: its sleep has a
-//! timeout 2 ms after it first slept in this `lock` call. If the timeout
+//! timeout 1 ms after it first slept in this `lock` call, or 2 ms if its
+//! latest push found sleepers backed up (`BACKLOG`: many sleepers, where
+//! each hand-off to a sleeping thread costs the others more). If the timeout
 //! fires while its node is still on the stack, the thread takes
 //! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
 //! stack (sleepers that marked themselves earlier stay below it: it goes
@@ -113,7 +115,7 @@
 //! to wake a sleeper (it reads the clock before its futex wake), and every
 //! thread that has just taken the lock by spinning, at most once per 250 µs
 //! per thread, treat an oldest sleeper that has waited over twice the
-//! threshold (4 ms) as starving.
+//! longer threshold (4 ms) as starving.
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper: it takes `STACK_LOCKED` while still holding `LOCKED`,
@@ -127,8 +129,8 @@
 //! free takes `LOCKED` back and hands it over; if somebody took the lock
 //! first, it sets `STARVING` and that holder's unlock hands over.
 //!
-//! **The bound.** A sleeper that has waited 2 ms marks itself starving as
-//! soon as its timer wake runs. From then on it waits for at most `m + 1`
+//! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
+//! marks itself starving as soon as its timer wake runs. From then on it waits for at most `m + 1`
 //! critical sections, where `m` is the number of sleepers that marked
 //! themselves before it (they are the only ones below it): each hand-off
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up

@@ -437,7 +437,8 @@ impl<P: Platform> Lock<P> {
                         self.count_on_push();
                     }
                     slept = true;
-                    if !self.sleep(&node, me, deadline, &mut marked) {
+                    let backed_up = f & BACKLOG != 0;
+                    if !self.sleep(&node, me, deadline, backed_up, &mut marked) {
                         // SAFETY: our node is (or was) on this lock's stack.
                         if unsafe { self.leave(me) } {
                             P::record(Event::TimedOut);
@@ -503,6 +504,7 @@ impl<P: Platform> Lock<P> {
         node: &Node<P>,
         me: *mut Node<P>,
         deadline: Option<Deadline<P>>,
+        backed_up: bool,
         marked: &mut bool,
     ) -> bool {
         loop {
@@ -511,7 +513,7 @@ impl<P: Platform> Lock<P> {
             } else {
                 // SAFETY: only we write `since`, and we wrote it before the
                 // push; stack owners only read it.
-                P::starve_deadline(unsafe { node.since.get() })
+                P::starve_deadline(unsafe { node.since.get() }, backed_up)
             };
             // The earlier of the two deadlines, and whether it is the
             // starvation one.

@@ -116,7 +116,8 @@ pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
 /// A sleeper that has waited this long (since it first slept in its `lock`
-/// call) is starving: its sleep times out, it marks itself and sets
+/// call; [`STARVING_FEW_NS`] if its latest push found few sleepers) is
+/// starving: its sleep times out, it marks itself and sets
 /// STARVING, and from then on unlocks hand the lock directly to the bottom
 /// sleeper while it has marked itself. Stack owners and spin-acquisition
 /// looks treat a sleeper that has waited twice this long as starving too.
@@ -154,6 +155,27 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// threads (`t4/cs0` 0.70 → 0.96) and costing `t32/cs10000/think100000`
 /// 0.94 → 0.73 and `t64/cs10000` 0.92 → 0.85 of the fastest peer's.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
+
+/// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
+/// push found sleepers not backed up ([`crate::lock::BACKLOG`] clear, so at
+/// most [`BACKLOG_PER_CPU`] per CPU): [`STARVING_NS`] applies only while
+/// they are.
+///
+/// The sweeps of [`STARVING_NS`] found one trade-off every time: a shorter
+/// threshold raises fairness at 4-16 threads and costs throughput at 32-64,
+/// where hand-offs to sleeping threads set the pace. The flag tells the two
+/// apart at no cost: the pushing thread reads it in the word its push
+/// replaced. Swept over 0.5, 1 and 2 ms (fifteenth section of
+/// `benches/results/sweep-x86_64-amd-epyc.md`, three interleaved runs each,
+/// 2-core AMD EPYC VM; medians of spinbit's ratio to the best peer): 1 ms
+/// raised fairness at `t4/cs0` 0.70 → 1.10, `t8/cs0` 0.73 → 0.91,
+/// `t8/cs100` 0.66 → 0.84, `t16/cs1000` 0.43 → 0.55 and its geomean over
+/// the 19 cells 0.80 → 0.96, for throughput 0.95 → 0.97 (geomean) and
+/// `t8/cs0` 1.12 → 1.01; 0.5 ms raised fairness at 8-16 threads with
+/// critical sections further (`t16/cs1000` 0.75) and cost their CPU per
+/// operation (`t16/cs1000` 0.66 → 0.78 of the cheapest peer's) and
+/// fairness elsewhere (geomean 0.89).
+pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
 /// hints, no yield) for its hand-off before it sleeps again. The holder's
@@ -282,6 +304,8 @@ pub(crate) enum Knob {
     YieldBusy,
     /// [`BACKLOG_PER_CPU`].
     BacklogPerCpu,
+    /// [`STARVING_FEW_NS`].
+    StarvingFew,
 }
 
 impl Knob {
@@ -299,6 +323,7 @@ impl Knob {
             Knob::ArrivalYields => "ARRIVAL_YIELDS",
             Knob::YieldBusy => "YIELD_BUSY_NS",
             Knob::BacklogPerCpu => "BACKLOG_PER_CPU",
+            Knob::StarvingFew => "STARVING_FEW_NS",
         }
     }
 }
@@ -318,7 +343,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 10] = [const { OnceLock::new() }; 10];
+    static VALUES: [OnceLock<u64>; 11] = [const { OnceLock::new() }; 11];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

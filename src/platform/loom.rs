@@ -121,7 +121,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn starving(_since: u64) -> bool {
         crate::model::starving(FAIR)
     }
-    fn starve_deadline(_since: u64) -> Option<ModelDeadline> {
+    fn starve_deadline(_since: u64, _backed_up: bool) -> Option<ModelDeadline> {
         if FAIR != 5 {
             return None;
         }

@@ -265,9 +265,10 @@ pub(crate) trait Platform: Sized + 'static {
     fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
     /// When a sleeper that first slept at tick `since` starts starving: its
     /// sleep ends then, and it marks itself starving (`Lock::starve`).
-    /// `None`: sleepers never judge themselves.
+    /// `backed_up`: its latest push saw sleepers backed up
+    /// ([`crate::lock::BACKLOG`]). `None`: sleepers never judge themselves.
     #[inline(always)]
-    fn starve_deadline(_since: u64) -> Option<Deadline<Self>> {
+    fn starve_deadline(_since: u64, _backed_up: bool) -> Option<Deadline<Self>> {
         None
     }
     /// A sleeper that just marked itself starving may wait here, awake, for

@@ -175,10 +175,15 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(Self::starving_ns()).saturating_mul(2)
     }
     #[inline]
-    fn starve_deadline(since: u64) -> Option<std::time::Instant> {
+    fn starve_deadline(since: u64, backed_up: bool) -> Option<std::time::Instant> {
         // The tick counter and `Instant` are different clocks: carry over
         // what is left of the threshold.
-        let threshold = arch::ns_to_ticks(Self::starving_ns());
+        let ns = if backed_up || SPIN == SPIN_ONE_QUICK_STARVE {
+            Self::starving_ns()
+        } else {
+            arch::tuned(Knob::StarvingFew, arch::STARVING_FEW_NS)
+        };
+        let threshold = arch::ns_to_ticks(ns);
         let left = threshold.saturating_sub(arch::ticks().wrapping_sub(since));
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
