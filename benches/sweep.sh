@@ -8,9 +8,9 @@
 # MAX_LOOK_GAP_NS, STARVING_NS, STARVING_FEW_NS, STARVED_AWAKE_NS, LOOK_NS,
 # YIELD_BUSY_NS (ns), ARRIVAL_YIELDS or BACKLOG_PER_CPU (counts), all in
 # src/arch/mod.rs. For each VALUE it runs the benchmark's `sweep` profile
-# (the key cells, spinbit and its four portable peers, 3 reps of 200 ms windows, no criterion: about
-# 65 s on 2 cores) with the constant overridden through the `tuning`
-# feature:
+# (the key cells, spinbit and its four portable peers, 3 reps of 200 ms
+# windows, no criterion: about 65 s on 2 cores) with the constant overridden
+# through the `tuning` feature:
 #
 #   SPINBIT_<CONSTANT>=VALUE SPINBIT_BENCH_PROFILE=sweep \
 #     SPINBIT_BENCH_OUT=target/spinbit-sweep/<CONSTANT>-<VALUE>.jsonl \

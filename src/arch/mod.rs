@@ -172,9 +172,11 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// `t8/cs100` 0.66 → 0.84, `t16/cs1000` 0.43 → 0.55 and its geomean over
 /// the 19 cells 0.80 → 0.96, for throughput 0.95 → 0.97 (geomean) and
 /// `t8/cs0` 1.12 → 1.01; 0.5 ms raised fairness at 8-16 threads with
-/// critical sections further (`t16/cs1000` 0.75) and cost their CPU per
-/// operation (`t16/cs1000` 0.66 → 0.78 of the cheapest peer's) and
-/// fairness elsewhere (geomean 0.89).
+/// critical sections further (`t16/cs1000` 0.76) and shortened the longest
+/// waits (geomean 1.62 → 1.33 of the shortest peer's; 1.66 at 1 ms), but
+/// cost those cells' CPU per operation (`t16/cs1000` 0.66 → 0.79 of the
+/// cheapest peer's) and fairness where sleepers are many
+/// (`t32/cs10000/think100000` 0.38, against 0.78 at 1 ms).
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
