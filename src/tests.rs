@@ -1147,3 +1147,45 @@ fn parker_survives_an_early_unpark() {
     unsafe { <Native as Platform>::Parker::unpark(&p) };
     p.park();
 }
+
+// ---------------------------------------------------------------------------
+// The starvation threshold by backlog
+// ---------------------------------------------------------------------------
+
+/// How much later a sleeper that first slept now reaches its starvation
+/// deadline if its push found sleepers backed up than if it found them few.
+fn backlog_threshold_gap<P: Platform>() -> Duration
+where
+    P::Parker: Parker<Deadline = Instant>,
+{
+    let since = P::now();
+    let few = P::starve_deadline(since, false).expect("native sleepers judge themselves");
+    let backed_up = P::starve_deadline(since, true).expect("native sleepers judge themselves");
+    backed_up.saturating_duration_since(few)
+}
+
+/// Whether `gap` is the difference between the two thresholds
+/// (`arch::STARVING_NS` and `arch::STARVING_FEW_NS`, 1 ms apart), give or
+/// take the time between the two clock reads (generous: an emulator).
+fn gap_is_the_thresholds_difference(gap: Duration) -> bool {
+    let want = crate::arch::STARVING_NS - crate::arch::STARVING_FEW_NS;
+    gap.as_nanos().abs_diff(u128::from(want)) < 250_000
+}
+
+/// A sleeper whose push found few sleepers starves after the shorter
+/// threshold, one that found them backed up after the longer one.
+#[test]
+#[cfg_attr(miri, ignore = "Miri's clock advances with the interpreter's steps")]
+fn sleepers_starve_sooner_when_few() {
+    let gap = backlog_threshold_gap::<Native>();
+    assert!(gap_is_the_thresholds_difference(gap), "gap {gap:?}");
+}
+
+/// The check above can fail: the test build's quick-starve platform uses
+/// one 20 µs threshold whatever the backlog.
+#[test]
+#[cfg_attr(miri, ignore = "Miri's clock advances with the interpreter's steps")]
+fn one_threshold_for_all_fails_the_backlog_check() {
+    let gap = backlog_threshold_gap::<QuickStarve>();
+    assert!(!gap_is_the_thresholds_difference(gap), "gap {gap:?}");
+}
