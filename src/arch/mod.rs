@@ -170,13 +170,17 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// 2-core AMD EPYC VM; medians of spinbit's ratio to the best peer): 1 ms
 /// raised fairness at `t4/cs0` 0.70 → 1.10, `t8/cs0` 0.73 → 0.91,
 /// `t8/cs100` 0.66 → 0.84, `t16/cs1000` 0.43 → 0.55 and its geomean over
-/// the 19 cells 0.80 → 0.96, for throughput 0.95 → 0.97 (geomean) and
-/// `t8/cs0` 1.12 → 1.01; 0.5 ms raised fairness at 8-16 threads with
-/// critical sections further (`t16/cs1000` 0.76) and shortened the longest
-/// waits (geomean 1.62 → 1.33 of the shortest peer's; 1.66 at 1 ms), but
+/// the 19 cells 0.80 → 0.96, for throughput 0.95 → 0.97 (geomean),
+/// `t8/cs0` 1.12 → 1.01 and medians 0.01-0.05 lower in five of the seven
+/// cells at 32-64 threads without think time; 0.5 ms raised fairness at
+/// 8-16 threads with critical sections further (`t16/cs1000` 0.76) and
+/// shortened the longest waits (geomean 1.62 → 1.33 of the shortest peer's; 1.66 at 1 ms), but
 /// cost those cells' CPU per operation (`t16/cs1000` 0.66 → 0.79 of the
-/// cheapest peer's) and fairness where sleepers are many
-/// (`t32/cs10000/think100000` 0.38, against 0.78 at 1 ms).
+/// cheapest peer's) and fairness at `t32/cs10000/think100000` (0.38,
+/// against 0.78 at 1 ms). In the full profile (README, benchmark section)
+/// 1 ms also cost throughput at 4-16 threads with 100 ns critical
+/// sections (`t8/cs100` 1.09 → 0.97) and, in that single run, at 32-64
+/// threads without think time.
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
