@@ -66,14 +66,18 @@ std::thread_local! {
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
 
 impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
-    /// The starvation threshold: `arch::STARVING_NS`, or 20 µs in the
-    /// test-only `QuickStarve`.
+    /// The starvation threshold of a sleeper whose latest push found
+    /// sleepers backed up (`arch::STARVING_NS`) or not
+    /// (`arch::STARVING_FEW_NS`), or 20 µs either way in the test-only
+    /// `QuickStarve`.
     #[inline]
-    fn starving_ns() -> u64 {
+    fn starving_ns(backed_up: bool) -> u64 {
         if SPIN == SPIN_ONE_QUICK_STARVE {
             20_000
-        } else {
+        } else if backed_up {
             arch::tuned(Knob::Starving, arch::STARVING_NS)
+        } else {
+            arch::tuned(Knob::StarvingFew, arch::STARVING_FEW_NS)
         }
     }
 }
@@ -170,20 +174,17 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn starving(since: u64) -> bool {
-        // Twice the deadline at which a sleeper marks itself: a backstop
-        // for a sleeper whose timer has fired but which has not run yet.
-        arch::ticks().wrapping_sub(since) > arch::ns_to_ticks(Self::starving_ns()).saturating_mul(2)
+        // Twice the (longer) deadline at which a sleeper marks itself: a
+        // backstop for a sleeper whose timer has fired but which has not
+        // run yet.
+        arch::ticks().wrapping_sub(since)
+            > arch::ns_to_ticks(Self::starving_ns(true)).saturating_mul(2)
     }
     #[inline]
     fn starve_deadline(since: u64, backed_up: bool) -> Option<std::time::Instant> {
         // The tick counter and `Instant` are different clocks: carry over
         // what is left of the threshold.
-        let ns = if backed_up || SPIN == SPIN_ONE_QUICK_STARVE {
-            Self::starving_ns()
-        } else {
-            arch::tuned(Knob::StarvingFew, arch::STARVING_FEW_NS)
-        };
-        let threshold = arch::ns_to_ticks(ns);
+        let threshold = arch::ns_to_ticks(Self::starving_ns(backed_up));
         let left = threshold.saturating_sub(arch::ticks().wrapping_sub(since));
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
