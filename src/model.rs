@@ -3,8 +3,9 @@
 //! real code, and they run in plain `cargo test`.
 //!
 //! Bounds: loom explores every interleaving up to a preemption bound. Each
-//! model has a default bound, which keeps the whole set to about two and a
-//! half minutes of `cargo test` on two cores, and a deeper one, used when
+//! model has a default bound, which keeps the whole set to about three and a
+//! half minutes of `cargo test` on two cores (the models run one at a time:
+//! see `ONE_MODEL_AT_A_TIME`), and a deeper one, used when
 //! `SPINBIT_LOOM_DEEP` is set (the README's deeper run, in release mode).
 //! `LOOM_MAX_PREEMPTIONS`, if set, overrides both.
 //!
@@ -381,9 +382,26 @@ const fn bound(default: usize, deep: usize) -> Bound {
     Bound { default, deep }
 }
 
+/// Held by the model being explored: the models of one test binary run one
+/// at a time, whatever the test harness's thread count.
+///
+/// Two explorations in one process slow each other down: run two at a time,
+/// the models took 270-287 s of `cargo test` on the 2-core AMD EPYC VM, one
+/// at a time 218 s, and the longest model 118 s beside the others against
+/// 46 s alone (also 46-47 s for each of two copies run at once as separate
+/// processes). Two models at once made 266,269 TLB shootdowns in 15 s
+/// (`/proc/interrupts`), one model 3: memory that one thread of a process
+/// unmaps (presumably loom's coroutine stacks, made anew for every
+/// execution) interrupts the other CPU while it runs the same process.
+/// The real-thread unit tests still run beside the models.
+static ONE_MODEL_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `f` under loom with the model's bound (or `LOOM_MAX_PREEMPTIONS`)
 /// and returns the events seen over all executions.
 fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
+    // A model that panics (the negative controls must) poisons the mutex;
+    // the next one takes it all the same, as it guards no data.
+    let _alone = ONE_MODEL_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     SEEN.with(|s| *s.borrow_mut() = Seen::default());
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
