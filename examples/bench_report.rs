@@ -714,6 +714,69 @@ fn report(
     }
     writeln!(w)?;
 
+    // Where spinbit is slower or costlier than the best peer: is that peer
+    // as fair? The ratios above pick each metric's best peer separately, so
+    // a peer that never hands the lock over can set the throughput and CPU
+    // marks of a cell while most of its threads wait out the window.
+    let behind: Vec<(&Cell, Ratios, &Row)> = cells
+        .iter()
+        .filter(|c| c.first().threads >= 2)
+        .filter_map(|c| Some((c, c.ratios()?, c.rows.iter().find(|r| r.lock == "spinbit")?)))
+        .filter(|(_, r, s)| s.fairness.is_finite() && (r.thrpt < 1.0 || r.cpu > 1.0))
+        .collect();
+    if !behind.is_empty() {
+        writeln!(
+            w,
+            "## Behind the best peer: against the peers at least as fair
+"
+        )?;
+        writeln!(
+            w,
+            "Every cell with 2 or more threads where spinbit's throughput is below the fastest \
+             peer's or its CPU per operation above the cheapest peer's. Next to each of those \
+             peers, its fairness and longest wait; then spinbit's ratio against the best peer \
+             among those **at least as fair as spinbit** in that cell (`-`: no peer is). The \
+             ratios of the summary remain the measure; this table shows where those peers' lead \
+             comes with less fairness than spinbit's.\n"
+        )?;
+        writeln!(
+            w,
+            "| cell | fairness spinbit | throughput ratio | fastest peer: fairness, max wait \
+             | throughput ratio, peers at least as fair | CPU/op ratio \
+             | cheapest peer: fairness, max wait | CPU/op ratio, peers at least as fair |"
+        )?;
+        writeln!(w, "|---|---:|---:|---|---|---:|---|---|")?;
+        let row_of = |c: &Cell, lock: &str| c.rows.iter().find(|r| r.lock == lock).cloned();
+        let peer_note = |r: Option<Row>| {
+            r.map_or("-".into(), |r| {
+                format!("{}: {}, {}", r.lock, f_num(r.fairness, 2), f_ns(r.max))
+            })
+        };
+        for (c, r, s) in &behind {
+            let fair_peers =
+                || c.rows.iter().filter(|p| is_peer(&p.lock) && p.fairness >= s.fairness);
+            let fast = fair_peers().max_by(|a, b| a.mops.total_cmp(&b.mops));
+            let cheap =
+                fair_peers().filter(|p| p.cpu.is_finite()).min_by(|a, b| a.cpu.total_cmp(&b.cpu));
+            let versus = |ratio: Option<(f64, &str)>| {
+                ratio.map_or("-".into(), |(x, lock)| format!("{} ({lock})", f_sig(x)))
+            };
+            writeln!(
+                w,
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+                c.group,
+                f_num(s.fairness, 2),
+                f_sig(r.thrpt),
+                peer_note(row_of(c, &r.thrpt_peer)),
+                versus(fast.map(|p| (s.mops / p.mops, p.lock.as_str()))),
+                f_sig(r.cpu),
+                peer_note(row_of(c, &r.cpu_peer)),
+                versus(cheap.map(|p| (s.cpu / p.cpu, p.lock.as_str()))),
+            )?;
+        }
+        writeln!(w)?;
+    }
+
     // The two layouts side by side, where a cell ran in both.
     let pairs: Vec<(&Cell, &Cell)> = cells
         .iter()
