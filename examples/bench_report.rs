@@ -152,6 +152,11 @@ impl Cell {
         &self.rows[0]
     }
 
+    /// The row of `lock`, if it ran in this cell.
+    fn row(&self, lock: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.lock == lock)
+    }
+
     /// Whether the cell's acquisitions are `try_lock_for` calls.
     fn is_timed(&self) -> bool {
         self.rows.iter().any(|r| r.timed_out.is_finite())
@@ -164,7 +169,7 @@ impl Cell {
     }
 
     fn ratios(&self) -> Option<Ratios> {
-        let s = self.rows.iter().find(|r| r.lock == "spinbit")?;
+        let s = self.row("spinbit")?;
         let peers = || self.rows.iter().filter(|r| is_peer(&r.lock));
         let best_t = peers().max_by(|a, b| a.mops.total_cmp(&b.mops))?;
         let best_c =
@@ -691,7 +696,7 @@ fn report(
     };
     for c in cells {
         let Some(r) = c.ratios() else { continue };
-        let s = c.rows.iter().find(|r| r.lock == "spinbit");
+        let s = c.row("spinbit");
         writeln!(
             w,
             "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -721,15 +726,11 @@ fn report(
     let behind: Vec<(&Cell, Ratios, &Row)> = cells
         .iter()
         .filter(|c| c.first().threads >= 2)
-        .filter_map(|c| Some((c, c.ratios()?, c.rows.iter().find(|r| r.lock == "spinbit")?)))
+        .filter_map(|c| Some((c, c.ratios()?, c.row("spinbit")?)))
         .filter(|(_, r, s)| s.fairness.is_finite() && (r.thrpt < 1.0 || r.cpu > 1.0))
         .collect();
     if !behind.is_empty() {
-        writeln!(
-            w,
-            "## Behind the best peer: against the peers at least as fair
-"
-        )?;
+        writeln!(w, "## Behind the best peer: against the peers at least as fair\n")?;
         writeln!(
             w,
             "Every cell with 2 or more threads where spinbit's throughput is below the fastest \
@@ -746,8 +747,7 @@ fn report(
              | cheapest peer: fairness, max wait | CPU/op ratio, peers at least as fair |"
         )?;
         writeln!(w, "|---|---:|---:|---|---|---:|---|---|")?;
-        let row_of = |c: &Cell, lock: &str| c.rows.iter().find(|r| r.lock == lock).cloned();
-        let peer_note = |r: Option<Row>| {
+        let peer_note = |r: Option<&Row>| {
             r.map_or("-".into(), |r| {
                 format!("{}: {}, {}", r.lock, f_num(r.fairness, 2), f_ns(r.max))
             })
@@ -767,10 +767,10 @@ fn report(
                 c.group,
                 f_num(s.fairness, 2),
                 f_sig(r.thrpt),
-                peer_note(row_of(c, &r.thrpt_peer)),
+                peer_note(c.row(&r.thrpt_peer)),
                 versus(fast.map(|p| (s.mops / p.mops, p.lock.as_str()))),
                 f_sig(r.cpu),
-                peer_note(row_of(c, &r.cpu_peer)),
+                peer_note(c.row(&r.cpu_peer)),
                 versus(cheap.map(|p| (s.cpu / p.cpu, p.lock.as_str()))),
             )?;
         }
@@ -797,8 +797,7 @@ fn report(
         writeln!(w, "|---|---:|---:|---:|---:|---|---|")?;
         for (inline, split) in pairs {
             let (ri, rs) = (inline.ratios(), split.ratios());
-            let mops =
-                |c: &Cell| c.rows.iter().find(|r| r.lock == "spinbit").map_or(f64::NAN, |r| r.mops);
+            let mops = |c: &Cell| c.row("spinbit").map_or(f64::NAN, |r| r.mops);
             writeln!(
                 w,
                 "| `{}` | {} | {} | {} | {} | {} | {} |",

@@ -387,7 +387,7 @@ const fn bound(default: usize, deep: usize) -> Bound {
 ///
 /// Two explorations in one process slow each other down: run two at a time,
 /// the models took 270-287 s of `cargo test` on the 2-core AMD EPYC VM, one
-/// at a time 218 s, and the longest model 118 s beside the others against
+/// at a time 208-218 s, and the longest model 118 s beside the others against
 /// 46 s alone (also 46-47 s for each of two copies run at once as separate
 /// processes). Two models at once made 266,269 TLB shootdowns in 15 s
 /// (`/proc/interrupts`), one model 3: memory that one thread of a process
