@@ -211,8 +211,9 @@
 //! (think 0), t32/cs100/think1000, t32/cs10000/think100000, and
 //! `handoff` cs0, cs1000 and cs10000 (19 cells); spinbit, both
 //! `parking_lot`s, `usync` and `std` only (no pthread, no ablations: 95
-//! pairs); 3 reps of 200 ms windows; the companion pass alone, no
-//! criterion. About 60 s on a 2-core machine, plus the build.
+//! pairs); and the fair-unlock cells of the full profile (6 cells, spinbit
+//! and both `parking_lot`s); 3 reps of 200 ms windows; the companion pass
+//! alone, no criterion. About 75 s on a 2-core machine, plus the build.
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -1518,7 +1519,8 @@ const FULL: Profile = Profile {
 };
 
 /// The sensitivity sweep's point: the key cells, spinbit and the four
-/// portable peers, the companion pass only (see `benches/sweep.sh`).
+/// portable peers, and the fair-unlock cells; the companion pass only (see
+/// `benches/sweep.sh`).
 const SWEEP: Profile = Profile {
     name: "sweep",
     inline: Matrix {
@@ -1545,7 +1547,7 @@ const SWEEP: Profile = Profile {
         ],
         ..Matrix::EMPTY
     },
-    fair: Matrix::EMPTY,
+    fair: Matrix { cs: &[0, 1000], threads: &[2, 8, 32], ..Matrix::EMPTY },
     split: Matrix::EMPTY,
     reps: 3,
     window: Duration::from_millis(200),
@@ -1819,7 +1821,7 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 11] = [
+    const NAMES: [&str; 12] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
@@ -1831,6 +1833,7 @@ fn tuning() -> Vec<Tuning> {
         "ARRIVAL_YIELDS",
         "YIELD_BUSY_NS",
         "BACKLOG_PER_CPU",
+        "HAND_OFF_AWAKE_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

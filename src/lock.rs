@@ -251,6 +251,8 @@ impl<P: Platform> Lock<P> {
                 Err(now) => s = now,
             }
         };
+        // Our next `lock`, if it comes soon, stays awake (see `wait`).
+        P::note_hand_off();
         // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
         unsafe { self.hand_off(s) };
     }
@@ -401,6 +403,21 @@ impl<P: Platform> Lock<P> {
                     // a busy wait.
                     yields = 0;
                 }
+                s = self.state.load(Relaxed);
+                continue;
+            }
+            // We handed the lock to a sleeper moments ago (`unlock_fair`):
+            // stay awake, yielding, until `arch::HAND_OFF_AWAKE_NS` after
+            // that hand-off. The recipient holds the lock from its wake on,
+            // and a thread that sleeps meanwhile joins the stack that the
+            // next fair unlocks hand from: once every waiter sleeps, every
+            // acquisition waits for a wake while the CPUs idle. Waiters that
+            // stay awake let the stack drain, and fair unlocks on an empty
+            // stack are plain unlocks. Like the arrival yields above: no
+            // write, a fresh look at the word after each yield.
+            if P::awake_after_hand_off() {
+                P::record(Event::AwakeAfterHandOff);
+                P::yield_now();
                 s = self.state.load(Relaxed);
                 continue;
             }

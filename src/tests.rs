@@ -608,6 +608,104 @@ fn contended_when_every_waiter_spins() {
     assert_eq!(events.get(Event::Yielded), 0, "{events:?}");
 }
 
+/// As [`contend`], but every unlock is fair (`unlock_fair`), and one
+/// acquisition in sixteen first bumps the lock (`bump`: hands it to the
+/// oldest sleeper and takes it back).
+fn contend_fair<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+    rounds: u64,
+) -> Events {
+    let g = Guarded::<P>::new();
+    let total = Mutex::new(Events::default());
+    let dog = Watchdog::start(name);
+    let start = Instant::now();
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (g, total, dog) = (&g, &total, &dog);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 201);
+                for _ in 0..rounds {
+                    g.lock.lock();
+                    // SAFETY: locked above and unlocked once here (a bump
+                    // gives the lock back before it returns); the plain
+                    // read-modify-write after the bump loses updates
+                    // without mutual exclusion.
+                    unsafe {
+                        if rng.below(16) == 0 {
+                            g.lock.bump();
+                        }
+                        let v = std::hint::black_box(*g.data.get());
+                        critical_section(&mut rng);
+                        *g.data.get() = v + 1;
+                        g.lock.unlock_fair();
+                    }
+                    dog.progress();
+                    think(&mut rng);
+                }
+            });
+        }
+    });
+    assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
+    assert_eq!(g.word(), 0, "lock left dirty");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
+    events
+}
+
+/// What a run of fair unlocks must show: hand-offs to sleepers, taken by
+/// their recipients, waits of the handing threads that yielded instead of
+/// sleeping (`Event::AwakeAfterHandOff`), and fair unlocks that found
+/// nobody asleep (a twentieth as often).
+fn fair_shortfall(events: &Events, min: u64) -> Vec<&'static str> {
+    let mut short = Vec::new();
+    for (event, name, need) in [
+        (Event::Parked, "Parked", min),
+        (Event::HandOff, "HandOff", min),
+        (Event::HandedLock, "HandedLock", min),
+        (Event::AwakeAfterHandOff, "AwakeAfterHandOff", min),
+        (Event::FairUnlockEmpty, "FairUnlockEmpty", min.div_ceil(20)),
+    ] {
+        if events.get(event) < need {
+            short.push(name);
+        }
+    }
+    short
+}
+
+#[test]
+fn contended_fair_unlocks_futex_parker() {
+    let name = "contended_fair_unlocks_futex_parker";
+    until(
+        name,
+        || contend_fair::<Native>(name, THREADS, ROUNDS),
+        |e| fair_shortfall(e, MIN_EVENTS),
+    );
+}
+
+#[test]
+fn contended_fair_unlocks_portable_parker() {
+    let name = "contended_fair_unlocks_portable_parker";
+    until(
+        name,
+        || contend_fair::<ThreadPark>(name, THREADS, ROUNDS),
+        |e| fair_shortfall(e, MIN_EVENTS),
+    );
+}
+
+#[test]
+fn an_uncontended_run_fails_the_fair_check() {
+    // The check of the fair runs can fail: one thread never waits, so it
+    // hands nothing over and every fair unlock finds the stack empty.
+    let events = contend_fair::<Native>("an_uncontended_run_fails_the_fair_check", 1, ROUNDS / 4);
+    assert_eq!(
+        fair_shortfall(&events, 1),
+        ["Parked", "HandOff", "HandedLock", "AwakeAfterHandOff"],
+        "{events:?}"
+    );
+}
+
 /// What a run of sleepers that judge themselves must show: sleepers that
 /// marked themselves starving, moves down from the top and from the middle
 /// of the stack, moves to just above earlier marks, and hand-offs. (Wakes

@@ -288,6 +288,38 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 /// the rule scales with the number of CPUs is untested.
 pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 
+/// How long after its `unlock_fair` handed the lock to a sleeper a thread
+/// that waits for the lock again yields instead of sleeping (its next
+/// `lock`, or the one in `bump`).
+///
+/// A fair unlock leaves the lock with a thread that is not running yet: it
+/// stays held for that thread's wake and its critical section. A waiter
+/// that sleeps meanwhile joins the stack that the next fair unlocks hand
+/// from, and once every waiter sleeps, every acquisition waits for a wake
+/// while the CPUs idle: with 8 threads, 1 µs critical sections and fair
+/// unlocks, 0.04-0.09 Mops/s, near every acquisition a hand-off that
+/// waited 10-100 µs for its recipient (`hand_off_wait_profile`), against
+/// 0.93 Mops/s with plain unlocks. Waiters that stay awake let the stack
+/// drain, and a fair unlock that finds nobody asleep is a plain unlock.
+///
+/// Swept over 0 (the rule off), 50, 100, 200 and 400 µs on the 2-core AMD
+/// EPYC VM (sweep profile with the fair-unlock cells, two interleaved runs
+/// each; sixteenth section of `benches/results/sweep-x86_64-amd-epyc.md`):
+/// `fair-inline/t8/cs1000` 0.06-0.08, 0.30-0.34, 0.42-0.44, 0.63-0.69 and
+/// 0.83-0.93 Mops/s (`parking_lot` 0.05-0.09), `fair-inline/t2/cs1000`
+/// 0.04 and then 0.84-1.02 at every value, `fair-inline/t2/cs0` 57-61
+/// and then 78-96 Mops/s; fairness there no lower than with the rule off
+/// (`t8/cs1000` 0.68-0.78 off, 0.84-0.91 at 200 µs), and the cells
+/// without fair unlocks, which never take this path, within their
+/// run-to-run spread. 200 µs: most of the gain of 400, for half the
+/// longest busy wait (a thread whose yields find nobody else runnable
+/// spins on `sched_yield` until the time is up), and a tenth of
+/// [`STARVING_NS`], which a waiter's starvation clock does not count
+/// (it starts at the first sleep). Only that CPU has been measured; the
+/// time a hand-off takes to reach its recipient, which the value covers
+/// several times over, depends on the OS and the machine.
+pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
+
 /// A tuning constant that the `tuning` feature lets the environment
 /// override (benchmarks only: `benches/sweep.sh` sweeps them).
 #[derive(Clone, Copy, Debug)]
@@ -314,6 +346,8 @@ pub(crate) enum Knob {
     BacklogPerCpu,
     /// [`STARVING_FEW_NS`].
     StarvingFew,
+    /// [`HAND_OFF_AWAKE_NS`].
+    HandOffAwake,
 }
 
 impl Knob {
@@ -332,6 +366,7 @@ impl Knob {
             Knob::YieldBusy => "YIELD_BUSY_NS",
             Knob::BacklogPerCpu => "BACKLOG_PER_CPU",
             Knob::StarvingFew => "STARVING_FEW_NS",
+            Knob::HandOffAwake => "HAND_OFF_AWAKE_NS",
         }
     }
 }
@@ -351,7 +386,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 11] = [const { OnceLock::new() }; 11];
+    static VALUES: [OnceLock<u64>; 12] = [const { OnceLock::new() }; 12];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

@@ -223,6 +223,17 @@ pub(crate) trait Platform: Sized + 'static {
     /// Notes that this thread just took the lock by spinning.
     #[inline(always)]
     fn note_spin_acquire() {}
+    /// Notes that this thread's `unlock_fair` just handed the lock to a
+    /// sleeper.
+    #[inline(always)]
+    fn note_hand_off() {}
+    /// Whether this thread's latest fair hand-off was so recent that a wait
+    /// of its own should yield rather than sleep (see `Lock::wait`). The
+    /// model: never (the step is the arrival yield's, which it has).
+    #[inline(always)]
+    fn awake_after_hand_off() -> bool {
+        false
+    }
     /// Whether this thread took the lock by spinning so recently that
     /// looking at once would only start a ping-pong (see `Lock::spin`).
     #[inline(always)]
@@ -361,8 +372,11 @@ pub(crate) enum Event {
     /// A waiter that pushed itself beside a spinner, with `BACKLOG` clear,
     /// took the stack and counted it.
     CountedOnPush,
+    /// A waiter whose thread had just handed the lock to a sleeper
+    /// (`unlock_fair`) yielded instead of sleeping (once per yield).
+    AwakeAfterHandOff,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::CountedOnPush as usize + 1;
+pub(crate) const EVENTS: usize = Event::AwakeAfterHandOff as usize + 1;
