@@ -251,8 +251,9 @@ impl<P: Platform> Lock<P> {
                 Err(now) => s = now,
             }
         };
-        // Our next `lock`, if it comes soon, stays awake (see `wait`).
-        P::note_hand_off();
+        // Our next wait for this lock, if it comes soon, stays awake (see
+        // `wait`).
+        P::note_hand_off(ptr::from_ref(self).addr());
         // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
         unsafe { self.hand_off(s) };
     }
@@ -415,7 +416,7 @@ impl<P: Platform> Lock<P> {
             // stay awake let the stack drain, and fair unlocks on an empty
             // stack are plain unlocks. Like the arrival yields above: no
             // write, a fresh look at the word after each yield.
-            if P::awake_after_hand_off() {
+            if P::awake_after_hand_off(ptr::from_ref(self).addr()) {
                 P::record(Event::AwakeAfterHandOff);
                 P::yield_now();
                 s = self.state.load(Relaxed);

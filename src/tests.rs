@@ -695,6 +695,19 @@ fn contended_fair_unlocks_portable_parker() {
 }
 
 #[test]
+fn staying_awake_after_a_hand_off_is_per_lock_and_ends() {
+    // Of the thread that handed a lock over, and of that lock only.
+    Native::note_hand_off(0x1000);
+    assert!(Native::awake_after_hand_off(0x1000));
+    assert!(!Native::awake_after_hand_off(0x2000));
+    thread::spawn(|| assert!(!Native::awake_after_hand_off(0x1000))).join().unwrap();
+    // For `arch::HAND_OFF_AWAKE_NS` (200 µs) only; the margin covers an
+    // emulator's miscalibrated tick rate.
+    thread::sleep(Duration::from_millis(20));
+    assert!(!Native::awake_after_hand_off(0x1000));
+}
+
+#[test]
 fn an_uncontended_run_fails_the_fair_check() {
     // The check of the fair runs can fail: one thread never waits, so it
     // hands nothing over and every fair unlock finds the stack empty.

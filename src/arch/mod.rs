@@ -306,7 +306,7 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 /// EPYC VM (sweep profile with the fair-unlock cells, two interleaved runs
 /// each; sixteenth section of `benches/results/sweep-x86_64-amd-epyc.md`):
 /// `fair-inline/t8/cs1000` 0.06-0.08, 0.30-0.34, 0.42-0.44, 0.63-0.69 and
-/// 0.83-0.93 Mops/s (`parking_lot` 0.05-0.09), `fair-inline/t2/cs1000`
+/// 0.83-0.93 Mops/s (the faster `parking_lot`: 0.06-0.08), `fair-inline/t2/cs1000`
 /// 0.04 and then 0.84-1.02 at every value, `fair-inline/t2/cs0` 57-61
 /// and then 78-96 Mops/s; fairness there no lower than with the rule off
 /// (`t8/cs1000` 0.68-0.78 off, 0.84-0.91 at 200 µs), and the cells

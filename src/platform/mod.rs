@@ -223,15 +223,16 @@ pub(crate) trait Platform: Sized + 'static {
     /// Notes that this thread just took the lock by spinning.
     #[inline(always)]
     fn note_spin_acquire() {}
-    /// Notes that this thread's `unlock_fair` just handed the lock to a
-    /// sleeper.
+    /// Notes that this thread's `unlock_fair` just handed the lock at
+    /// address `lock` to a sleeper.
     #[inline(always)]
-    fn note_hand_off() {}
-    /// Whether this thread's latest fair hand-off was so recent that a wait
-    /// of its own should yield rather than sleep (see `Lock::wait`). The
-    /// model: never (the step is the arrival yield's, which it has).
+    fn note_hand_off(_lock: usize) {}
+    /// Whether this thread's latest fair hand-off handed over the lock at
+    /// address `lock`, so recently that a wait of its own for that lock
+    /// should yield rather than sleep (see `Lock::wait`). The model: never
+    /// (the step is the arrival yield's, which it has).
     #[inline(always)]
-    fn awake_after_hand_off() -> bool {
+    fn awake_after_hand_off(_lock: usize) -> bool {
         false
     }
     /// Whether this thread took the lock by spinning so recently that

@@ -59,9 +59,10 @@ std::thread_local! {
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
     /// When this thread may next look at the oldest sleeper (ticks).
     static NEXT_LOOK: Cell<u64> = const { Cell::new(0) };
-    /// Until when this thread's waits yield rather than sleep, because its
-    /// `unlock_fair` handed the lock to a sleeper (ticks).
-    static AWAKE_UNTIL: Cell<u64> = const { Cell::new(0) };
+    /// The lock (its address) that this thread's latest fair hand-off
+    /// handed over, and until when (ticks) this thread's waits for that
+    /// lock yield rather than sleep.
+    static AWAKE_UNTIL: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
@@ -131,13 +132,14 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Spin, arch::SPIN_NS))))
     }
     #[inline]
-    fn awake_after_hand_off() -> bool {
-        AWAKE_UNTIL.with(Cell::get).wrapping_sub(arch::ticks()) as i64 > 0
+    fn awake_after_hand_off(lock: usize) -> bool {
+        let (handed, until) = AWAKE_UNTIL.with(Cell::get);
+        handed == lock && until.wrapping_sub(arch::ticks()) as i64 > 0
     }
     #[inline]
-    fn note_hand_off() {
+    fn note_hand_off(lock: usize) {
         let ns = arch::tuned(Knob::HandOffAwake, arch::HAND_OFF_AWAKE_NS);
-        AWAKE_UNTIL.with(|t| t.set(arch::ticks().wrapping_add(arch::ns_to_ticks(ns))));
+        AWAKE_UNTIL.with(|t| t.set((lock, arch::ticks().wrapping_add(arch::ns_to_ticks(ns)))));
     }
     #[inline]
     fn note_spin_acquire() {
