@@ -225,9 +225,30 @@ impl<P: Platform> Lock<P> {
     ///
     /// # Safety
     /// The lock must be held by the caller's context.
+    #[inline]
     pub(crate) unsafe fn unlock_fair(&self) {
-        let mut s = self.state.load(Relaxed);
+        let s = self.state.load(Relaxed);
         debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        if head(s).is_null() {
+            // Nobody to hand over to. A waiter that pushes itself after this
+            // look is seen by the release in `unlock`.
+            P::record(Event::FairUnlockEmpty);
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.unlock() };
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock_fair_slow(s) }
+    }
+
+    /// `unlock_fair` with sleepers seen in `s`, out of line (the thread-local
+    /// and tick-counter work of the hand-off would cost the call on an
+    /// empty stack a frame).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_fair_slow(&self, mut s: *mut Node<P>) {
         s = loop {
             if head(s).is_null() {
                 // Nobody to hand over to. A waiter that pushes itself after
