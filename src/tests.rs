@@ -230,6 +230,24 @@ impl<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>> Guarded<P> {
         }
     }
 
+    /// Like [`Guarded::increment_slowly`], but unlocks with `unlock_fair`,
+    /// and one call in sixteen first bumps the lock.
+    fn increment_fairly(&self, rng: &mut Rng) {
+        self.lock.lock();
+        // SAFETY: locked above and unlocked once here (a bump gives the
+        // lock back before it returns); the plain read-modify-write after
+        // the bump loses updates without mutual exclusion.
+        unsafe {
+            if rng.below(16) == 0 {
+                self.lock.bump();
+            }
+            let v = std::hint::black_box(*self.data.get());
+            critical_section(rng);
+            *self.data.get() = v + 1;
+            self.lock.unlock_fair();
+        }
+    }
+
     /// Like [`Guarded::increment_slowly`], but gives up at `deadline`;
     /// returns whether it incremented.
     fn increment_slowly_until(&self, rng: &mut Rng, deadline: Instant) -> bool
@@ -335,6 +353,19 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     threads: usize,
     rounds: u64,
 ) -> Events {
+    contend_with::<P>(name, threads, rounds, 1, Guarded::increment_slowly)
+}
+
+/// The runs of [`contend`] and [`contend_fair`]: `threads` threads each
+/// call `step` (one acquisition that increments the data once) `rounds`
+/// times, thinking in between, with random numbers seeded from `seed` on.
+fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+    rounds: u64,
+    seed: u64,
+    step: fn(&Guarded<P>, &mut Rng),
+) -> Events {
     let g = Guarded::<P>::new();
     let total = Mutex::new(Events::default());
     let dog = Watchdog::start(name);
@@ -344,9 +375,9 @@ fn contend<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
             let (g, total, dog) = (&g, &total, &dog);
             s.spawn(move || {
                 let _tally = Tally(total);
-                let mut rng = Rng::new(t as u64 + 1);
+                let mut rng = Rng::new(t as u64 + seed);
                 for _ in 0..rounds {
-                    g.increment_slowly(&mut rng);
+                    step(g, &mut rng);
                     dog.progress();
                     think(&mut rng);
                 }
@@ -616,42 +647,7 @@ fn contend_fair<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     threads: usize,
     rounds: u64,
 ) -> Events {
-    let g = Guarded::<P>::new();
-    let total = Mutex::new(Events::default());
-    let dog = Watchdog::start(name);
-    let start = Instant::now();
-    thread::scope(|s| {
-        for t in 0..threads {
-            let (g, total, dog) = (&g, &total, &dog);
-            s.spawn(move || {
-                let _tally = Tally(total);
-                let mut rng = Rng::new(t as u64 + 201);
-                for _ in 0..rounds {
-                    g.lock.lock();
-                    // SAFETY: locked above and unlocked once here (a bump
-                    // gives the lock back before it returns); the plain
-                    // read-modify-write after the bump loses updates
-                    // without mutual exclusion.
-                    unsafe {
-                        if rng.below(16) == 0 {
-                            g.lock.bump();
-                        }
-                        let v = std::hint::black_box(*g.data.get());
-                        critical_section(&mut rng);
-                        *g.data.get() = v + 1;
-                        g.lock.unlock_fair();
-                    }
-                    dog.progress();
-                    think(&mut rng);
-                }
-            });
-        }
-    });
-    assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
-    assert_eq!(g.word(), 0, "lock left dirty");
-    let events = total.into_inner().unwrap();
-    eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
-    events
+    contend_with::<P>(name, threads, rounds, 201, Guarded::increment_fairly)
 }
 
 /// What a run of fair unlocks must show: hand-offs to sleepers, taken by
