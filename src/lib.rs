@@ -18,7 +18,9 @@
 //! A classic adaptive mutex lets every waiter spin before it sleeps. With many
 //! threads they all spin at once: the lock's cache line bounces between cores,
 //! the holder is slowed down and CPU time explodes. spinbit lets **at most one
-//! waiter spin**; every other waiter yields the CPU and sleeps, and an unlocker that sees
+//! waiter spin**; every other waiter yields the CPU and sleeps (but for a
+//! thread that has just handed the lock over with a fair unlock, which
+//! yields for a while without sleeping), and an unlocker that sees
 //! a spinner wakes nobody, because the spinner will take the lock.
 //!
 //! The whole mutex is one word: a pointer to the most recently pushed sleeping

@@ -222,6 +222,8 @@ impl<P: Platform> Lock<P> {
 
     /// Hands the lock to the oldest sleeper, or unlocks normally if nobody
     /// sleeps. The lock is never free in between: nobody can take it first.
+    /// After a hand-off, this thread's waits for this lock yield rather than
+    /// sleep for a while (see `wait`).
     ///
     /// # Safety
     /// The lock must be held by the caller's context.
@@ -436,7 +438,12 @@ impl<P: Platform> Lock<P> {
             // acquisition waits for a wake while the CPUs idle. Waiters that
             // stay awake let the stack drain, and fair unlocks on an empty
             // stack are plain unlocks. Like the arrival yields above: no
-            // write, a fresh look at the word after each yield.
+            // write, a fresh look at the word after each yield. A spinner
+            // (whose spin just ended) keeps SPINNING while it yields, as a
+            // woken spinner keeps it until it runs: unlocks leave the wake
+            // to it, and it takes the lock when it next looks, or pushes
+            // (retiring the bit) once the time is up. In starvation mode it
+            // yields too, for the reason the arrival yields do.
             if P::awake_after_hand_off(ptr::from_ref(self).addr()) {
                 P::record(Event::AwakeAfterHandOff);
                 P::yield_now();

@@ -229,8 +229,10 @@ pub(crate) trait Platform: Sized + 'static {
     fn note_hand_off(_lock: usize) {}
     /// Whether this thread's latest fair hand-off handed over the lock at
     /// address `lock`, so recently that a wait of its own for that lock
-    /// should yield rather than sleep (see `Lock::wait`). The model: never
-    /// (the step is the arrival yield's, which it has).
+    /// should yield rather than sleep (see `Lock::wait`). The model: never.
+    /// The step only yields and reads the word again, which the next pass
+    /// of the loop does anyway, so leaving it out loses no interleaving of
+    /// the protocol's writes.
     #[inline(always)]
     fn awake_after_hand_off(_lock: usize) -> bool {
         false

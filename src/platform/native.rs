@@ -138,8 +138,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn note_hand_off(lock: usize) {
-        let ns = arch::tuned(Knob::HandOffAwake, arch::HAND_OFF_AWAKE_NS);
-        AWAKE_UNTIL.with(|t| t.set((lock, arch::ticks().wrapping_add(arch::ns_to_ticks(ns)))));
+        // The duration before the clock: the first conversion in a process
+        // calibrates the counter (about 200 µs of busy waiting).
+        let ticks = arch::ns_to_ticks(arch::tuned(Knob::HandOffAwake, arch::HAND_OFF_AWAKE_NS));
+        AWAKE_UNTIL.with(|t| t.set((lock, arch::ticks().wrapping_add(ticks))));
     }
     #[inline]
     fn note_spin_acquire() {
