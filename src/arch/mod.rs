@@ -297,7 +297,7 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 /// that sleeps meanwhile joins the stack that the next fair unlocks hand
 /// from, and once every waiter sleeps, every acquisition waits for a wake
 /// while the CPUs idle: with 8 threads, 1 µs critical sections and fair
-/// unlocks, 0.04-0.09 Mops/s, near every acquisition a hand-off that
+/// unlocks, 0.04-0.07 Mops/s, near every acquisition a hand-off that
 /// waited 10-100 µs for its recipient (`hand_off_wait_profile`), against
 /// 0.93 Mops/s with plain unlocks. Waiters that stay awake let the stack
 /// drain, and a fair unlock that finds nobody asleep is a plain unlock.
