@@ -208,7 +208,9 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
         let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
-        let until = arch::ticks().wrapping_add(arch::ns_to_ticks(awake));
+        // The duration before the clock, as in `note_hand_off`.
+        let awake = arch::ns_to_ticks(awake);
+        let until = arch::ticks().wrapping_add(awake);
         let gap = Self::max_backoff();
         loop {
             if woken() {
