@@ -1821,7 +1821,7 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
@@ -1834,6 +1834,7 @@ fn tuning() -> Vec<Tuning> {
         "YIELD_BUSY_NS",
         "BACKLOG_PER_CPU",
         "HAND_OFF_AWAKE_NS",
+        "STARVING_HAND_OFF_YIELDS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

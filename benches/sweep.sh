@@ -6,12 +6,12 @@
 #
 # CONSTANT is one of SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS,
 # MAX_LOOK_GAP_NS, STARVING_NS, STARVING_FEW_NS, STARVED_AWAKE_NS, LOOK_NS,
-# YIELD_BUSY_NS, HAND_OFF_AWAKE_NS (ns), ARRIVAL_YIELDS or BACKLOG_PER_CPU
-# (counts), all in src/arch/mod.rs. For each VALUE it runs the benchmark's
-# `sweep` profile (the key cells, spinbit and its four portable peers; the
-# fair-unlock cells, spinbit and both parking_lots; 3 reps of 200 ms
-# windows, no criterion: about 75 s on 2 cores) with the constant overridden
-# through the `tuning` feature:
+# YIELD_BUSY_NS, HAND_OFF_AWAKE_NS (ns), ARRIVAL_YIELDS, BACKLOG_PER_CPU or
+# STARVING_HAND_OFF_YIELDS (counts), all in src/arch/mod.rs. For each VALUE
+# it runs the benchmark's `sweep` profile (the key cells, spinbit and its
+# four portable peers; the fair-unlock cells, spinbit and both
+# parking_lots; 3 reps of 200 ms windows, no criterion: about 75 s on 2
+# cores) with the constant overridden through the `tuning` feature:
 #
 #   SPINBIT_<CONSTANT>=VALUE SPINBIT_BENCH_PROFILE=sweep \
 #     SPINBIT_BENCH_OUT=target/spinbit-sweep/<CONSTANT>-<VALUE>.jsonl \
@@ -35,9 +35,10 @@ constant=$1
 shift
 case $constant in
   SPIN_NS | PING_PONG_NS | PING_PONG_PAUSE_NS | MAX_LOOK_GAP_NS | STARVING_NS | STARVING_FEW_NS | \
-    STARVED_AWAKE_NS | LOOK_NS | YIELD_BUSY_NS | HAND_OFF_AWAKE_NS | ARRIVAL_YIELDS | BACKLOG_PER_CPU) ;;
+    STARVED_AWAKE_NS | LOOK_NS | YIELD_BUSY_NS | HAND_OFF_AWAKE_NS | ARRIVAL_YIELDS | BACKLOG_PER_CPU | \
+    STARVING_HAND_OFF_YIELDS) ;;
   *)
-    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVING_FEW_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS, HAND_OFF_AWAKE_NS, ARRIVAL_YIELDS, BACKLOG_PER_CPU)" >&2
+    echo "sweep.sh: unknown constant $constant (SPIN_NS, PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, STARVING_NS, STARVING_FEW_NS, STARVED_AWAKE_NS, LOOK_NS, YIELD_BUSY_NS, HAND_OFF_AWAKE_NS, ARRIVAL_YIELDS, BACKLOG_PER_CPU, STARVING_HAND_OFF_YIELDS)" >&2
     exit 2
     ;;
 esac

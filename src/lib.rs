@@ -149,7 +149,11 @@
 //! the bound cannot include is time the OS keeps a runnable holder or
 //! recipient off the CPU. The price of a hand-off is that the lock stays
 //! held while the recipient wakes and waits for a CPU; that is why it is
-//! kept for starving waiters and for explicit fair unlocks.
+//! kept for starving waiters and for explicit fair unlocks. To shorten that
+//! wait, an unlock in starvation mode yields its CPU right after its
+//! hand-off, as Go's `sync.Mutex` does: with more threads than CPUs the
+//! recipient may otherwise wait for a scheduler slice (not
+//! `unlock_fair`'s hand-offs, where it measured no gain).
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
 //! hands the lock directly to the oldest sleeper if one exists (a waiter

@@ -1232,6 +1232,12 @@ impl<P: Platform> Lock<P> {
         };
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
         unsafe { self.hand_off(s) };
+        // The lock is the recipient's from now on, but it may not run for
+        // a scheduler slice while we hold a CPU: give ours up
+        // (`arch::STARVING_HAND_OFF_YIELDS`).
+        if P::yield_after_starving_hand_off() {
+            P::record(Event::YieldedAfterHandOff);
+        }
     }
 
     /// Hands the lock to the oldest sleeper: unlinks it, releases the stack

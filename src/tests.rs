@@ -726,8 +726,9 @@ fn an_uncontended_run_fails_the_fair_check() {
 
 /// What a run of sleepers that judge themselves must show: sleepers that
 /// marked themselves starving, moves down from the top and from the middle
-/// of the stack, moves to just above earlier marks, and hand-offs. (Wakes
-/// are rare: nearly every sleeper starves before one comes.)
+/// of the stack, moves to just above earlier marks, hand-offs, and unlocks
+/// that yielded after theirs. (Wakes are rare: nearly every sleeper starves
+/// before one comes.)
 fn starved_shortfall(e: &Events) -> Vec<&'static str> {
     below(
         e,
@@ -738,6 +739,7 @@ fn starved_shortfall(e: &Events) -> Vec<&'static str> {
             (Event::MovedFromTop, "MovedFromTop", MIN_EVENTS / 10),
             (Event::MovedFromMiddle, "MovedFromMiddle", MIN_EVENTS / 10),
             (Event::MovedAboveMarked, "MovedAboveMarked", MIN_EVENTS / 10),
+            (Event::YieldedAfterHandOff, "YieldedAfterHandOff", MIN_EVENTS / 10),
         ],
     )
 }
@@ -799,7 +801,15 @@ fn an_uncontended_run_fails_the_starvation_check() {
         contend::<QuickStarve>("an_uncontended_run_fails_the_starvation_check", 1, ROUNDS / 4);
     assert_eq!(
         starved_shortfall(&events),
-        ["Parked", "Starved", "HandedLock", "MovedFromTop", "MovedFromMiddle", "MovedAboveMarked"],
+        [
+            "Parked",
+            "Starved",
+            "HandedLock",
+            "MovedFromTop",
+            "MovedFromMiddle",
+            "MovedAboveMarked",
+            "YieldedAfterHandOff"
+        ],
         "{events:?}"
     );
     // And the timed one: one thread's timed locks never wait.
@@ -826,9 +836,12 @@ fn an_uncontended_run_fails_the_starvation_check() {
 ///
 /// `SPINBIT_DIAG_THREADS` threads (default 64) lock, spin for
 /// `SPINBIT_DIAG_CS_NS` ns (default 100) and unlock (with `unlock_fair` if
-/// `SPINBIT_DIAG_FAIR=1`), with no think time,
-/// for three windows of 500 ms. For each window it prints the throughput,
-/// the slow-path events, and how long the recipients of hand-offs took to
+/// `SPINBIT_DIAG_FAIR=1`), then spin for `SPINBIT_DIAG_THINK_NS` ns
+/// (default 0) outside the lock, for three windows of 500 ms. For each
+/// window it prints the throughput, the process's CPU time per operation
+/// (user + system, Linux only), the fairness (fewest / most operations of
+/// any thread), the slow-path events, and how long the
+/// recipients of hand-offs took to
 /// return with the lock (bucketed), which is time the lock is held by a
 /// thread that is not running: their total, as a share of the window,
 /// is what starvation mode costs the throughput.
@@ -843,16 +856,19 @@ fn hand_off_wait_profile() {
     let threads = var("SPINBIT_DIAG_THREADS", 64);
     let cs = var("SPINBIT_DIAG_CS_NS", 100);
     let fair = var("SPINBIT_DIAG_FAIR", 0) != 0;
+    let think = var("SPINBIT_DIAG_THINK_NS", 0);
     let window = Duration::from_millis(500);
     for _ in 0..3 {
+        let cpu_before = process_cpu_time();
         let g = Guarded::<Native>::new();
         let total = Mutex::new(Events::default());
         let stop = std::sync::atomic::AtomicBool::new(false);
         let ops = std::sync::atomic::AtomicU64::new(0);
+        let per_thread = Mutex::new(Vec::new());
         let start = Instant::now();
         thread::scope(|s| {
             for _ in 0..threads {
-                let (g, total, stop, ops) = (&g, &total, &stop, &ops);
+                let (g, total, stop, ops, per_thread) = (&g, &total, &stop, &ops, &per_thread);
                 s.spawn(move || {
                     let _tally = Tally(total);
                     let mut n = 0;
@@ -871,25 +887,54 @@ fn hand_off_wait_profile() {
                             }
                         }
                         n += 1;
+                        if think > 0 {
+                            spin_for_ns(think);
+                        }
                     }
                     ops.fetch_add(n, Relaxed);
+                    per_thread.lock().unwrap().push(n);
                 });
             }
             thread::sleep(window);
             stop.store(true, Relaxed);
         });
         let elapsed = start.elapsed();
+        let cpu = process_cpu_time().zip(cpu_before).map(|(after, before)| after - before);
         let ops = ops.into_inner();
         assert_eq!(g.value(), ops, "lost updates: mutual exclusion failed");
         let events = total.into_inner().unwrap();
+        let per_thread = per_thread.into_inner().unwrap();
+        let fairness = per_thread.iter().min().map_or(0.0, |&m| m as f64)
+            / per_thread.iter().max().map_or(1.0, |&m| m.max(1) as f64);
         eprintln!(
-            "t{threads}/cs{cs}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
+            "t{threads}/cs{cs}/think{think}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, fairness {fairness:.2}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
             if fair { "/fair" } else { "" },
             ops as f64 / elapsed.as_secs_f64() / 1e6,
+            cpu.map_or_else(|| "-".to_owned(), |c| format!("{:?}", c / ops.max(1) as u32)),
             events.hand_off_wait(),
             100.0 * events.hand_off_wait().as_secs_f64() / elapsed.as_secs_f64(),
         );
     }
+}
+
+/// User + system CPU time of the whole process so far (`None` where not
+/// measured).
+fn process_cpu_time() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `getrusage` writes the struct it is given and nothing
+        // else; an all-zero `rusage` is a valid value of it.
+        let u = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
+        }?;
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Some(tv(u.ru_utime) + tv(u.ru_stime))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 #[test]

@@ -237,6 +237,16 @@ pub(crate) trait Platform: Sized + 'static {
     fn awake_after_hand_off(_lock: usize) -> bool {
         false
     }
+    /// An unlock in starvation mode just handed the lock to a sleeping
+    /// thread: yield the CPU so that the recipient, which holds the lock
+    /// from now on, may run sooner. Returns whether it yielded. The model
+    /// does not: a yield writes nothing, and the unlocking thread's next
+    /// step is the return from `unlock`, which loom may schedule late
+    /// anyway.
+    #[inline(always)]
+    fn yield_after_starving_hand_off() -> bool {
+        false
+    }
     /// Whether this thread took the lock by spinning so recently that
     /// looking at once would only start a ping-pong (see `Lock::spin`).
     #[inline(always)]
@@ -378,8 +388,10 @@ pub(crate) enum Event {
     /// A waiter whose thread had just handed the lock to a sleeper
     /// (`unlock_fair`) yielded instead of sleeping (once per yield).
     AwakeAfterHandOff,
+    /// An unlock in starvation mode yielded the CPU after its hand-off.
+    YieldedAfterHandOff,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::AwakeAfterHandOff as usize + 1;
+pub(crate) const EVENTS: usize = Event::YieldedAfterHandOff as usize + 1;

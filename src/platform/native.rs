@@ -144,6 +144,14 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         AWAKE_UNTIL.with(|t| t.set((lock, arch::ticks().wrapping_add(ticks))));
     }
     #[inline]
+    fn yield_after_starving_hand_off() -> bool {
+        let yields = arch::tuned(Knob::StarvingHandOffYields, arch::STARVING_HAND_OFF_YIELDS);
+        for _ in 0..yields {
+            std::thread::yield_now();
+        }
+        yields > 0
+    }
+    #[inline]
     fn note_spin_acquire() {
         LAST_SPIN_ACQUIRE.with(|t| t.set(arch::ticks()));
     }
