@@ -840,7 +840,7 @@ fn an_uncontended_run_fails_the_starvation_check() {
 /// (default 0) outside the lock, for three windows of 500 ms. For each
 /// window it prints the throughput, the process's CPU time per operation
 /// (user + system, Linux only), the fairness (fewest / most operations of
-/// any thread), the slow-path events, and how long the
+/// any thread), the longest single `lock()`, the slow-path events, and how long the
 /// recipients of hand-offs took to
 /// return with the lock (bucketed), which is time the lock is held by a
 /// thread that is not running: their total, as a share of the window,
@@ -871,9 +871,11 @@ fn hand_off_wait_profile() {
                 let (g, total, stop, ops, per_thread) = (&g, &total, &stop, &ops, &per_thread);
                 s.spawn(move || {
                     let _tally = Tally(total);
-                    let mut n = 0;
+                    let (mut n, mut longest) = (0, Duration::ZERO);
                     while !stop.load(Relaxed) {
+                        let asked = Instant::now();
                         g.lock.lock();
+                        longest = longest.max(asked.elapsed());
                         // SAFETY: locked; a plain read-modify-write that
                         // loses updates without mutual exclusion.
                         unsafe {
@@ -892,7 +894,7 @@ fn hand_off_wait_profile() {
                         }
                     }
                     ops.fetch_add(n, Relaxed);
-                    per_thread.lock().unwrap().push(n);
+                    per_thread.lock().unwrap().push((n, longest));
                 });
             }
             thread::sleep(window);
@@ -904,10 +906,11 @@ fn hand_off_wait_profile() {
         assert_eq!(g.value(), ops, "lost updates: mutual exclusion failed");
         let events = total.into_inner().unwrap();
         let per_thread = per_thread.into_inner().unwrap();
-        let fairness = per_thread.iter().min().map_or(0.0, |&m| m as f64)
-            / per_thread.iter().max().map_or(1.0, |&m| m.max(1) as f64);
+        let fairness = per_thread.iter().map(|t| t.0).min().map_or(0.0, |m| m as f64)
+            / per_thread.iter().map(|t| t.0).max().map_or(1.0, |m| m.max(1) as f64);
+        let longest = per_thread.iter().map(|t| t.1).max().unwrap_or_default();
         eprintln!(
-            "t{threads}/cs{cs}/think{think}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, fairness {fairness:.2}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
+            "t{threads}/cs{cs}/think{think}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, fairness {fairness:.2}, longest lock() {longest:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
             if fair { "/fair" } else { "" },
             ops as f64 / elapsed.as_secs_f64() / 1e6,
             cpu.map_or_else(|| "-".to_owned(), |c| format!("{:?}", c / ops.max(1) as u32)),
