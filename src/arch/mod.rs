@@ -326,19 +326,22 @@ pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 /// until its recipient runs, and under oversubscription a woken thread
 /// can wait for a CPU for a whole scheduler slice while the unlocker goes
 /// on running. Go's `sync.Mutex` yields there too. Measured on the 2-core
-/// AMD EPYC VM with `hand_off_wait_profile` (three 500 ms windows per run,
-/// two runs each, 64 threads, 10 µs critical sections, 100 µs of work
-/// between them): without the yield the lock waited for its recipients
-/// 69-83 % of the time and ran 0.010-0.014 Mops/s at 133-148 µs of CPU
-/// per operation (110 µs of it the work), 4.5-6.6 k hand-offs per window;
-/// with it, 3-9 %, 0.016-0.017 Mops/s at 114-118 µs, 0.6-1.1 k hand-offs
-/// (the shorter waits starve fewer sleepers). With 32 threads there,
-/// 12-14 % and 0.017 Mops/s against 1 % and 0.017-0.018. The cells
-/// without think time, where starvation mode is rare, did not move
-/// (`t8/cs1000`, `t16/cs100`, `t64/cs100`, `t64/cs10000`). Yielding after
-/// the hand-offs of `unlock_fair` as well gave no measurable change
-/// (`fair` 8 threads, 1 µs: 0.70-0.75 Mops/s against 0.67-0.73) and is not
-/// done. Only that CPU has been measured.
+/// AMD EPYC VM with `hand_off_wait_profile` (64 threads, 10 µs critical
+/// sections, 100 µs of work between them; two runs of three 500 ms
+/// windows per value): without the yield the lock waited for its
+/// recipients 33-74 % of the time and ran 0.011-0.015 Mops/s at 124-151 µs
+/// of CPU per operation (110 µs of it the work); with it, 0-8 % and
+/// 0.017-0.018 Mops/s at 112-118 µs. The price is the tail there: fewer
+/// sleepers reach the starvation threshold, so more waiting happens in
+/// the unordered normal mode, and the longest `lock()` grew from 53-96 ms
+/// to 96-248 ms (both CPUs are busy with the work, so most of that is
+/// waiting for a CPU). The sweep profile (`benches/sweep.sh`, values 0
+/// and 1, two runs each) moved `t32/cs10000/think100000` from 0.89-0.93
+/// of the fastest peer to 0.97-0.98 and no other cell beyond its spread.
+/// Yielding after the hand-offs of `unlock_fair` as well gave no
+/// measurable change (`fair` 8 threads, 1 µs: 0.70-0.75 Mops/s against
+/// 0.67-0.73) and is not done. Only that CPU has been measured; see the
+/// seventeenth sweep in `benches/results/sweep-x86_64-amd-epyc.md`.
 pub(crate) const STARVING_HAND_OFF_YIELDS: u64 = 1;
 
 /// A tuning constant that the `tuning` feature lets the environment
