@@ -152,8 +152,9 @@
 //! kept for starving waiters and for explicit fair unlocks. To shorten that
 //! wait, an unlock in starvation mode yields its CPU right after its
 //! hand-off, as Go's `sync.Mutex` does: with more threads than CPUs the
-//! recipient may otherwise wait for a scheduler slice (not
-//! `unlock_fair`'s hand-offs, where it measured no gain).
+//! recipient may otherwise wait for a scheduler slice (not the hand-offs
+//! of `unlock_fair` or of a stack owner's retake, where it measured no
+//! gain).
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
 //! hands the lock directly to the oldest sleeper if one exists (a waiter

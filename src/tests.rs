@@ -913,7 +913,15 @@ fn hand_off_wait_profile() {
             "t{threads}/cs{cs}/think{think}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, fairness {fairness:.2}, longest lock() {longest:?}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
             if fair { "/fair" } else { "" },
             ops as f64 / elapsed.as_secs_f64() / 1e6,
-            cpu.map_or_else(|| "-".to_owned(), |c| format!("{:?}", c / ops.max(1) as u32)),
+            cpu.map_or_else(
+                || "-".to_owned(),
+                |c| {
+                    format!(
+                        "{:?}",
+                        Duration::from_nanos((c.as_nanos() / u128::from(ops.max(1))) as u64)
+                    )
+                }
+            ),
             events.hand_off_wait(),
             100.0 * events.hand_off_wait().as_secs_f64() / elapsed.as_secs_f64(),
         );

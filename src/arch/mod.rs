@@ -321,8 +321,9 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 
 /// How many times an unlock in starvation mode yields its CPU right after
-/// it handed the lock to a sleeping thread (0 or 1; see `Lock::wait` for
-/// the hand-off). In starvation mode the lock stays held from the hand-off
+/// it handed the lock to a sleeping thread (0 turns the rule off; only 0
+/// and 1 have been measured; see `Lock::unlock_starving` and
+/// `Lock::hand_off`). In starvation mode the lock stays held from the hand-off
 /// until its recipient runs, and under oversubscription a woken thread
 /// can wait for a CPU for a whole scheduler slice while the unlocker goes
 /// on running. Go's `sync.Mutex` yields there too. Measured on the 2-core
