@@ -3,9 +3,10 @@
 //! real code, and they run in plain `cargo test`.
 //!
 //! Bounds: loom explores every interleaving up to a preemption bound. Each
-//! model has a default bound, which keeps the whole set to about three and a
-//! half minutes of `cargo test` on two cores (the models run one at a time:
-//! see `ONE_MODEL_AT_A_TIME`), and a deeper one, used when
+//! model has a default bound, which keeps the whole set to about four
+//! minutes of `cargo test` on two cores (the models run one at a time: see
+//! `ONE_MODEL_AT_A_TIME`; the crate is optimised in the test profile, see
+//! `Cargo.toml`), and a deeper one, used when
 //! `SPINBIT_LOOM_DEEP` is set (the README's deeper run, in release mode).
 //! `LOOM_MAX_PREEMPTIONS`, if set, overrides both.
 //!
