@@ -397,6 +397,11 @@ const fn bound(default: usize, deep: usize) -> Bound {
 /// The real-thread unit tests still run beside the models.
 static ONE_MODEL_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// This is the deeper run (`SPINBIT_LOOM_DEEP` is set).
+fn deep_run() -> bool {
+    std::env::var_os("SPINBIT_LOOM_DEEP").is_some()
+}
+
 /// Runs `f` under loom with the model's bound (or `LOOM_MAX_PREEMPTIONS`)
 /// and returns the events seen over all executions.
 fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
@@ -406,8 +411,7 @@ fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
     SEEN.with(|s| *s.borrow_mut() = Seen::default());
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        let deep = std::env::var_os("SPINBIT_LOOM_DEEP").is_some();
-        builder.preemption_bound = Some(if deep { bound.deep } else { bound.default });
+        builder.preemption_bound = Some(if deep_run() { bound.deep } else { bound.default });
     }
     builder.check(f);
     SEEN.with(|s| *s.borrow())
@@ -896,19 +900,28 @@ fn held_then_released_fair<const F: u8>(waiters: usize, bound: Bound) -> Seen {
 /// S's push: X only saw that with a Relaxed load. So M reads S's node safely
 /// only if its CAS that takes LOCKED back acquires the push (through the
 /// release sequence that X's unlock continues).
-fn retake_race<const F: u8>(bound: Bound) -> Seen {
-    explore(bound, || {
+///
+/// With `gate`, S arrives only after X tried its `try_lock` (S's wait, like
+/// X's, is yields on a Relaxed load): the race is then reached without
+/// preemptions. Without it S may arrive at any time, and loom needs a
+/// preemption to make S find the lock held by X rather than by M.
+fn retake_race<const F: u8>(gate: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
         let g = Guarded::<F, 0, 0, 4>::new();
         let go: &'static Notify = Box::leak(Box::new(Notify::new()));
         let m_unlocked: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let s_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let x_tried: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         g.lock.lock();
         let a = thread::spawn(move || g.increment());
         g.wait_for(|w| w & !FLAGS != 0);
         let a_node = g.word() & !FLAGS;
         pause_first_judgement_until(go);
         let s = thread::spawn(move || {
+            while gate && !x_tried.load(Relaxed) {
+                thread::yield_now();
+            }
             g.increment();
             s_done.store(true, Relaxed);
         });
@@ -916,7 +929,9 @@ fn retake_race<const F: u8>(bound: Bound) -> Seen {
             while g.word() & STACK_LOCKED == 0 && !m_unlocked.load(Relaxed) {
                 thread::yield_now();
             }
-            if g.lock.try_lock() {
+            let won = g.lock.try_lock();
+            x_tried.store(true, Relaxed);
+            if won {
                 // Holding the lock, wait for S to sleep on top of A (or to
                 // be done: it may have taken the lock before us).
                 while !s_done.load(Relaxed) && {
@@ -942,9 +957,11 @@ fn retake_race<const F: u8>(bound: Bound) -> Seen {
     })
 }
 
+/// By default with the gate at bound 0; the deeper run lets S arrive at
+/// any time, at bound 1.
 #[test]
 fn retake_races_a_barger_and_a_retiring_spinner() {
-    let seen = retake_race::<0>(bound(1, 1));
+    let seen = retake_race::<0>(!deep_run(), bound(0, 1));
     assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -1339,7 +1356,7 @@ fn broken_woken_thread_ignores_handed_lock() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_retake_is_relaxed() {
-    retake_race::<9>(bound(1, 1));
+    retake_race::<9>(!deep_run(), bound(0, 1));
 }
 
 #[test]
