@@ -67,7 +67,7 @@ macro_rules! raw_mutex {
             ///
             /// The mutex must be locked, by the context that passes its guard
             /// state. Unlocking a mutex that is not locked is undefined
-            /// behaviour (debug builds panic).
+            /// behaviour (debug builds panic, before the lock word changes).
             #[inline]
             unsafe fn unlock(&self, _guard: Self::Guard) {
                 // SAFETY: forwarded from the caller.

@@ -243,3 +243,52 @@ fn raw_mutex_is_one_word_and_debug_prints() {
     // SAFETY: locked above.
     unsafe { m.unlock(guard) };
 }
+
+/// The message of a panic payload, as `panic!` or `debug_assert!` made it.
+#[cfg(debug_assertions)]
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+/// In debug builds, unlocking a mutex that is not locked (undefined
+/// behaviour by the unsafe API's contract) panics before it touches the
+/// lock word, with `unlock` and `unlock_fair` alike: the mutex still works
+/// afterwards. A check placed after the release would find the word
+/// already wrapped around, and the mutex would look locked for ever.
+#[test]
+#[cfg(debug_assertions)]
+fn unlock_of_an_unlocked_mutex_panics_before_the_damage() {
+    use lock_api::{GuardSend, RawMutexFair as _};
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let raw = RawMutex::INIT;
+    for fair in [false, true] {
+        let unlock = AssertUnwindSafe(|| {
+            // A forged guard: nothing was locked.
+            let forged = GuardSend::default();
+            // SAFETY: not sound (the mutex is not locked): this test checks
+            // the debug build's defence, which panics before the release.
+            unsafe {
+                if fair {
+                    raw.unlock_fair(forged);
+                } else {
+                    raw.unlock(forged);
+                }
+            }
+        });
+        let payload = catch_unwind(unlock).expect_err("an unlock of an unlocked mutex must panic");
+        let msg = panic_message(&*payload);
+        assert!(msg.contains("unlock of an unlocked spinbit mutex"), "{msg}");
+        assert!(!raw.is_locked(), "the failed unlock changed the lock word");
+        let guard = raw.lock();
+        assert!(raw.try_lock().is_none());
+        // SAFETY: locked just above.
+        unsafe { raw.unlock(guard) };
+        let guard = raw.try_lock().expect("the mutex works after the failed unlock");
+        // SAFETY: locked just above.
+        unsafe { raw.unlock(guard) };
+    }
+}
