@@ -69,7 +69,11 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// others, and at `t2/cs0` 0 led in two runs (79 and 69 Mops/s against 59
 /// and 63), inside that cell's run-to-run spread (52-70): the rule does not
 /// measurably help on that CPU. Those measurements are of the rule that
-/// slept; the window itself was not swept again with the lazy spin.
+/// slept. With the lazy spin, on a slower AMD EPYC VM (twentieth section
+/// of that report): 10 µs lifts `t2/cs0` from 0.84-0.89 to 1.08-1.13 of
+/// the fastest peer (its runs no longer fall into a lower band, where
+/// batches outlast the window and the pair trades the lock) and drops
+/// `handoff-inline/cs1000` from 0.97-1.00 to 0.64; no constant serves both.
 pub(crate) const PING_PONG_NS: u64 = 500;
 
 /// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
