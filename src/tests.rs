@@ -848,7 +848,8 @@ fn an_uncontended_run_fails_the_starvation_check() {
 ///
 /// Timing every `lock()` costs two clock reads per acquisition, which slows
 /// short critical sections several times over (2 threads, no critical
-/// section: about 9 Mops/s against the benchmark's 50-130).
+/// section, 2-core AMD EPYC VM at 2508836: about 9 Mops/s timed, 71-147
+/// untimed, the benchmark's regime).
 /// `SPINBIT_DIAG_UNTIMED=1` leaves the timing out (and the empty critical
 /// section's clock read), so that the events are those of the benchmark's
 /// regime; the longest `lock()` is then not reported.
