@@ -966,6 +966,26 @@ impl<P: Platform> Lock<P> {
         // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
         // line away from the holder.
         let max_backoff = P::max_backoff();
+        if ping_pong {
+            // What the pause found sets how soon this thread pauses again.
+            // A lock held now is in use by a holder that runs acquisitions
+            // back to back (a ping-pong: the pause spared a trade). A free
+            // one may be the moment between two of them, so watch it for
+            // one look gap, a look per hint: a holder in a batch re-takes
+            // it within that, while a lock handed over stays free (and the
+            // pause delayed the hand-over).
+            let mut held = s.addr() & LOCKED != 0;
+            for _ in 0..if held { 0 } else { max_backoff } {
+                P::spin_hint();
+                s = self.state.load(Relaxed);
+                if s.addr() & LOCKED != 0 {
+                    held = true;
+                    break;
+                }
+            }
+            P::record(if held { Event::PauseEndedHeld } else { Event::PauseEndedFree });
+            P::pause_ended(held);
+        }
         let mut backoff = 1;
         loop {
             if s.addr() & LOCKED == 0 {

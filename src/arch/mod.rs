@@ -76,6 +76,18 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// `handoff-inline/cs1000` from 0.97-1.00 to 0.64; no constant serves both.
 pub(crate) const PING_PONG_NS: u64 = 500;
 
+/// The widest a thread's ping-pong window grows (see [`PING_PONG_NS`], its
+/// narrowest). Each thread adapts its own window to what its ping-pong
+/// pauses find when they end: a pause that ends with the lock held ran
+/// beside a holder that was running its acquisitions back to back (a
+/// ping-pong, where looking at once would have traded the lock), and
+/// doubles the window; a pause that ends with the lock free may have
+/// delayed a hand-over (two threads passing the lock back and forth), and
+/// halves it.
+///
+/// TODO-MEASURE
+pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
+
 /// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
 /// first look at the lock word. The pause falls inside the spin budget
 /// ([`SPIN_NS`]), so the episode ends at the same time as any other.
@@ -379,6 +391,8 @@ pub(crate) enum Knob {
     HandOffAwake,
     /// [`STARVING_HAND_OFF_YIELDS`].
     StarvingHandOffYields,
+    /// [`PING_PONG_MAX_NS`].
+    PingPongMax,
 }
 
 impl Knob {
@@ -399,6 +413,7 @@ impl Knob {
             Knob::StarvingFew => "STARVING_FEW_NS",
             Knob::HandOffAwake => "HAND_OFF_AWAKE_NS",
             Knob::StarvingHandOffYields => "STARVING_HAND_OFF_YIELDS",
+            Knob::PingPongMax => "PING_PONG_MAX_NS",
         }
     }
 }
@@ -418,7 +433,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 13] = [const { OnceLock::new() }; 13];
+    static VALUES: [OnceLock<u64>; 14] = [const { OnceLock::new() }; 14];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

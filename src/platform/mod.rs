@@ -258,6 +258,12 @@ pub(crate) trait Platform: Sized + 'static {
     /// model skips it.
     #[inline(always)]
     fn ping_pong_pause(_started: u64) {}
+    /// A ping-pong pause just ended, and the first look found the lock
+    /// `held` or free: the platform adapts this thread's ping-pong window
+    /// (see `arch::PING_PONG_MAX_NS`). The model keeps no window
+    /// (`spun_recently` is always false there).
+    #[inline(always)]
+    fn pause_ended(_held: bool) {}
     /// The most spin hints between two looks at the word.
     #[inline(always)]
     fn max_backoff() -> u32 {
@@ -390,8 +396,14 @@ pub(crate) enum Event {
     AwakeAfterHandOff,
     /// An unlock in starvation mode yielded the CPU after its hand-off.
     YieldedAfterHandOff,
+    /// A ping-pong pause ended with the lock held (the spinner's window
+    /// widens).
+    PauseEndedHeld,
+    /// A ping-pong pause ended with the lock free (the spinner's window
+    /// narrows).
+    PauseEndedFree,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::YieldedAfterHandOff as usize + 1;
+pub(crate) const EVENTS: usize = Event::PauseEndedFree as usize + 1;

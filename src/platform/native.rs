@@ -57,6 +57,11 @@ std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
     /// on slow paths.
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
+    /// This thread's ping-pong window (ns), between `arch::PING_PONG_NS`
+    /// and `arch::PING_PONG_MAX_NS`; 0 until its first pause ends (the
+    /// narrowest). Per thread, not per lock: a thread that spins for
+    /// several locks adapts to their mix.
+    static PING_PONG_WINDOW: Cell<u64> = const { Cell::new(0) };
     /// When this thread may next look at the oldest sleeper (ticks).
     static NEXT_LOOK: Cell<u64> = const { Cell::new(0) };
     /// The lock (its address) that this thread's latest fair hand-off
@@ -161,9 +166,18 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         let window_ns = if SPIN == SPIN_ONE_WIDE_PING_PONG {
             10_000_000
         } else {
-            arch::tuned(Knob::PingPong, arch::PING_PONG_NS)
+            PING_PONG_WINDOW.with(Cell::get).max(arch::tuned(Knob::PingPong, arch::PING_PONG_NS))
         };
         arch::ticks().wrapping_sub(last) < arch::ns_to_ticks(window_ns)
+    }
+    #[inline]
+    fn pause_ended(held: bool) {
+        let narrowest = arch::tuned(Knob::PingPong, arch::PING_PONG_NS);
+        let widest = arch::tuned(Knob::PingPongMax, arch::PING_PONG_MAX_NS).max(narrowest);
+        PING_PONG_WINDOW.with(|w| {
+            let now = w.get().max(narrowest);
+            w.set(if held { now.saturating_mul(2).min(widest) } else { (now / 2).max(narrowest) });
+        });
     }
     #[inline]
     fn ping_pong_pause(started: u64) {
