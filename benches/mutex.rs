@@ -1821,7 +1821,7 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 14] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
@@ -1835,6 +1835,7 @@ fn tuning() -> Vec<Tuning> {
         "BACKLOG_PER_CPU",
         "HAND_OFF_AWAKE_NS",
         "STARVING_HAND_OFF_YIELDS",
+        "PING_PONG_MAX_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

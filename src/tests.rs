@@ -1077,16 +1077,182 @@ fn ping_pong<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 }
 
 /// A thread that took the lock by spinning and finds it taken again at
-/// once pauses before its first look, and then still takes the lock. The
+/// once pauses before its first look, and then still takes the lock; many
+/// pauses end with the lock held (the other thread runs a batch). The
 /// window is widened (`WidePingPong`) so that slow runs (sanitizer,
 /// emulator) reach the pause too; with the real 500 ns window a native
 /// run on two cores records hundreds of pauses per round.
 #[test]
 #[cfg_attr(miri, ignore = "needs real parallel threads")]
 fn ping_pong_spinners_pause() {
-    let events = ping_pong::<WidePingPong>(|e| e.get(Event::PingPongPause) >= 200);
+    let events = ping_pong::<WidePingPong>(|e| {
+        e.get(Event::PingPongPause) >= 200 && e.get(Event::PauseEndedHeld) >= 100
+    });
     eprintln!("ping_pong_spinners_pause: {events:?}");
     assert!(events.get(Event::PingPongPause) >= 200, "too few ping-pong pauses: {events:?}");
+    // Most pauses end with the lock held by the other thread, in the middle
+    // of its batch: the window widens. The negative control is
+    // `hand_over_pauses_end_with_the_lock_free`, where few do.
+    let (held, free) = (events.get(Event::PauseEndedHeld), events.get(Event::PauseEndedFree));
+    assert_eq!(held + free, events.get(Event::PingPongPause), "a pause without its ending");
+    assert!(held >= 100, "too few pauses that ended with the lock held: {events:?}");
+}
+
+/// Two threads that pass the lock back and forth, as the benchmark's
+/// `handoff` cells do: the thread whose turn it is takes the lock, hands
+/// the turn to the other one while it still holds the lock, runs a
+/// critical section of `cs_ns` and unlocks, so that the other thread
+/// arrives while the lock is held and nobody re-takes it until that thread
+/// has it. Rounds of `turns` hand-overs until `done` says the events
+/// suffice or 30 s have passed. Returns the events.
+fn hand_over<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    turns: u64,
+    cs_ns: u64,
+    done: impl Fn(&Events) -> bool,
+) -> Events {
+    let mut total = Events::default();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let dog = Watchdog::start(name);
+    while Instant::now() < give_up {
+        let g = Guarded::<P>::new();
+        let turn = std::sync::atomic::AtomicU64::new(0);
+        let round = Mutex::new(Events::default());
+        thread::scope(|s| {
+            for me in 0..2 {
+                let (round, g, turn, dog) = (&round, &g, &turn, &dog);
+                s.spawn(move || {
+                    let _tally = Tally(round);
+                    for mine in (me..2 * turns).step_by(2) {
+                        // Spin for the turn, yielding now and then: the
+                        // other test threads share the cores.
+                        let mut spins = 0u32;
+                        while turn.load(Acquire) != mine {
+                            spins += 1;
+                            if spins % 64 == 0 {
+                                thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        g.lock.lock();
+                        turn.store(mine + 1, Release);
+                        // SAFETY: locked above, and unlocked once here.
+                        unsafe {
+                            *g.data.get() += 1;
+                            spin_for_ns(cs_ns);
+                            g.lock.unlock();
+                        }
+                        dog.progress();
+                    }
+                });
+            }
+        });
+        assert_eq!(g.value(), 2 * turns, "lost updates: mutual exclusion failed");
+        assert_eq!(g.word(), 0, "lock left dirty");
+        total.add(&round.into_inner().unwrap());
+        if done(&total) {
+            break;
+        }
+    }
+    total
+}
+
+/// A ping-pong pause that ends with the lock free, and free for one look
+/// gap, was a hand-over the pause delayed: two threads passing the lock
+/// back and forth around a critical section shorter than the pause
+/// (`arch::PING_PONG_PAUSE_NS`) find it so. The window is widened
+/// (`WidePingPong`) so that every spin episode after a spin acquisition
+/// pauses. This is also the negative control of `ping_pong_spinners_pause`'s
+/// count of pauses that ended with the lock held: here few do.
+#[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads")]
+fn hand_over_pauses_end_with_the_lock_free() {
+    let events =
+        hand_over::<WidePingPong>("hand_over_pauses_end_with_the_lock_free", 5_000, 300, |e| {
+            e.get(Event::PauseEndedFree) >= 200
+        });
+    eprintln!("hand_over_pauses_end_with_the_lock_free: {events:?}");
+    let (held, free) = (events.get(Event::PauseEndedHeld), events.get(Event::PauseEndedFree));
+    assert_eq!(held + free, events.get(Event::PingPongPause), "a pause without its ending");
+    assert!(free >= 200, "too few pauses that ended with the lock free: {events:?}");
+    assert!(held * 4 <= free, "hand-over pauses that found the lock held: {events:?}");
+}
+
+/// A thread's ping-pong window doubles when a pause ends with the lock
+/// held, up to `arch::PING_PONG_MAX_NS`, and halves when it ends with the
+/// lock free, down to `arch::PING_PONG_NS`; and it decides whether a spin
+/// acquisition a while ago was recent.
+#[test]
+#[cfg_attr(miri, ignore = "reads the tick counter and spins for microseconds")]
+fn ping_pong_window_adapts_to_what_pauses_find() {
+    use crate::arch::{PING_PONG_MAX_NS, PING_PONG_NS};
+    use crate::platform::native::ping_pong_window_ns;
+    // A fresh thread: the window is per thread.
+    thread::spawn(|| {
+        assert_eq!(ping_pong_window_ns(), PING_PONG_NS, "a new thread's window");
+        Native::pause_ended(true);
+        assert_eq!(ping_pong_window_ns(), 2 * PING_PONG_NS);
+        for _ in 0..64 {
+            Native::pause_ended(true);
+        }
+        assert_eq!(ping_pong_window_ns(), PING_PONG_MAX_NS, "the widest window");
+        Native::pause_ended(false);
+        assert_eq!(ping_pong_window_ns(), PING_PONG_MAX_NS / 2);
+        // At the widest window a spin acquisition 2 µs ago is recent (tried
+        // until no preemption stretches the 2 µs past the window).
+        Native::pause_ended(true);
+        let recent = (0..1_000).any(|_| {
+            Native::note_spin_acquire();
+            spin_for_ns(2_000);
+            Native::spun_recently()
+        });
+        assert!(recent, "a spin acquisition 2 µs ago is not recent at the widest window");
+        for _ in 0..64 {
+            Native::pause_ended(false);
+        }
+        assert_eq!(ping_pong_window_ns(), PING_PONG_NS, "the narrowest window");
+        // At the narrowest it is not.
+        Native::note_spin_acquire();
+        spin_for_ns(2_000);
+        assert!(!Native::spun_recently(), "a spin acquisition 2 µs ago is recent at 500 ns");
+    })
+    .join()
+    .unwrap();
+}
+
+/// With the real, adaptive window, a ping-pong widens it (its pauses end
+/// with the lock held) until most spin episodes pause; at the narrowest
+/// window a two-core run pauses in a fifth to a third of them. Native runs
+/// only: under a sanitizer or an emulator the batches can outlast the
+/// widest window, and `.ci/run` skips it there. Its negative control is
+/// `hand_overs_keep_the_window_narrow`, whose run fails this check.
+#[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads")]
+fn ping_pong_widens_the_window() {
+    let events = ping_pong::<Native>(|e| e.get(Event::Spun) >= 20_000);
+    eprintln!("ping_pong_widens_the_window: {events:?}");
+    let (spun, paused) = (events.get(Event::Spun), events.get(Event::PingPongPause));
+    assert!(spun >= 20_000, "the run did not contend: {events:?}");
+    assert!(paused * 2 >= spun, "fewer than half of the spin episodes paused: {events:?}");
+}
+
+/// Hand-overs keep the real window narrow: a thread passes the lock around
+/// a 1 µs critical section, so its last spin acquisition is at least that
+/// far behind when it arrives, and the narrowest window (500 ns) does not
+/// reach it. The negative control of the test above, whose run fails this
+/// check; and `hand_over_pauses_end_with_the_lock_free`'s run with a wide
+/// window fails it too.
+#[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads")]
+fn hand_overs_keep_the_window_narrow() {
+    let events = hand_over::<Native>("hand_overs_keep_the_window_narrow", 5_000, 1_000, |e| {
+        e.get(Event::Spun) >= 2_000
+    });
+    eprintln!("hand_overs_keep_the_window_narrow: {events:?}");
+    let (spun, paused) = (events.get(Event::Spun), events.get(Event::PingPongPause));
+    assert!(spun >= 2_000, "the run did not contend: {events:?}");
+    assert!(paused * 10 <= spun, "hand-overs paused: {events:?}");
 }
 
 /// The check above can fail: without spinning nobody pauses, in a run that

@@ -70,6 +70,13 @@ std::thread_local! {
     static AWAKE_UNTIL: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
+/// This thread's ping-pong window in nanoseconds (see
+/// `arch::PING_PONG_MAX_NS`).
+#[cfg(test)]
+pub(crate) fn ping_pong_window_ns() -> u64 {
+    PING_PONG_WINDOW.with(Cell::get).max(arch::tuned(Knob::PingPong, arch::PING_PONG_NS))
+}
+
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
