@@ -1129,7 +1129,7 @@ fn hand_over<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
                         let mut spins = 0u32;
                         while turn.load(Acquire) != mine {
                             spins += 1;
-                            if spins % 64 == 0 {
+                            if spins.is_multiple_of(64) {
                                 thread::yield_now();
                             } else {
                                 std::hint::spin_loop();
