@@ -950,11 +950,13 @@ impl<P: Platform> Lock<P> {
     /// a fresh look at the word. Starvation mode ends the episode at once.
     ///
     /// With `ping_pong` (this thread took the lock by spinning moments ago,
-    /// see `arch::PING_PONG_NS`), the episode starts with a pause without
+    /// within its window: see `arch::PING_PONG_NS` and
+    /// `arch::PING_PONG_MAX_NS`), the episode starts with a pause without
     /// looks (`arch::PING_PONG_PAUSE_NS`): two threads that re-take the lock
     /// at once would otherwise trade it on every acquisition, each trade a
     /// cross-core transfer of the line, while the holder runs a batch of
-    /// acquisitions from its own cache during the pause.
+    /// acquisitions from its own cache during the pause. What the pause
+    /// finds at its end adapts the window ([`Platform::pause_ended`]).
     fn spin(&self, spinner: bool, ping_pong: bool) -> Result<u64, *mut Node<P>> {
         let (started, deadline) = P::spin_deadline();
         if ping_pong {

@@ -45,10 +45,12 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// best or tied in all seven.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
-/// A thread that took a lock by spinning less than this long ago and finds
-/// it held again is in a ping-pong: it spins lazily (see
+/// A thread that took a lock by spinning less than its ping-pong window
+/// ago and finds it held again is in a ping-pong: it spins lazily (see
 /// [`PING_PONG_PAUSE_NS`]). Until the change described there it slept at
-/// once instead.
+/// once instead. This is the narrowest window, and each thread's first: the
+/// window adapts per thread, up to [`PING_PONG_MAX_NS`]; the measurements
+/// below are of a fixed window.
 ///
 /// With two threads that re-take the lock as soon as they release it, a
 /// spinner catches every release, and the lock then changes hands on every
@@ -73,19 +75,33 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// of that report): 10 µs lifts `t2/cs0` from 0.84-0.89 to 1.08-1.13 of
 /// the fastest peer (its runs no longer fall into a lower band, where
 /// batches outlast the window and the pair trades the lock) and drops
-/// `handoff-inline/cs1000` from 0.97-1.00 to 0.64; no constant serves both.
+/// `handoff-inline/cs1000` from 0.97-1.00 to 0.64; no constant serves both,
+/// hence the adaptive window.
 pub(crate) const PING_PONG_NS: u64 = 500;
 
-/// The widest a thread's ping-pong window grows (see [`PING_PONG_NS`], its
-/// narrowest). Each thread adapts its own window to what its ping-pong
-/// pauses find when they end: a pause that ends with the lock held ran
-/// beside a holder that was running its acquisitions back to back (a
-/// ping-pong, where looking at once would have traded the lock), and
-/// doubles the window; a pause that ends with the lock free may have
-/// delayed a hand-over (two threads passing the lock back and forth), and
-/// halves it.
+/// The widest a thread's ping-pong window grows; [`PING_PONG_NS`] is its
+/// narrowest, and a thread's first. Each thread adapts its own window to
+/// what its ping-pong pauses find when they end: a pause that ends with
+/// the lock held ran beside a holder running its acquisitions back to back
+/// (a ping-pong, where looking at once would have traded the lock), and
+/// doubles the window; a pause that ends with the lock free, and free for
+/// one look gap ([`MAX_LOOK_GAP_NS`], a look per spin hint: a holder in a
+/// batch re-takes it within that), delayed a hand-over (two threads that
+/// pass the lock back and forth), and halves it. No constant window served
+/// both (twentieth section of `benches/results/sweep-x86_64-amd-epyc.md`).
 ///
-/// TODO-MEASURE
+/// Measured on a 2-core AMD EPYC VM (twenty-first section of that report).
+/// The hand-off diagnostic with 2 threads and no critical section, untimed,
+/// three 500 ms windows: 124-128 Mops/s, 97 % of the pauses ending with the
+/// lock held, against 71-131 (two bands) with the fixed 500 ns window and
+/// 121-147 with a fixed 10 µs one; judging by the first look alone, without
+/// the look gap, 60 % did and it reached 89-101. The bench, the cell
+/// filtered, three runs each: `contended-inline/t2/cs0/think0` 91-96 Mops/s
+/// (fixed 10 µs: 92-96) and `handoff-inline/cs1000` 0.72-0.81 (fixed 10 µs:
+/// 0.47-0.52). The sweep profile over 500 (no adaptation), 3000 and 10000,
+/// two runs each: spinbit's throughput ratio at `t2/cs0` 0.97 and 0.97,
+/// 1.00 and 0.83, 0.98 and 1.13; the other cells, the hand-offs included,
+/// within their run-to-run spread. Only that CPU has been measured.
 pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
 /// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
