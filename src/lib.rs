@@ -56,9 +56,10 @@
 //! and looks again instead of sleeping until that time is up (see Fair
 //! unlocking).
 //! A spinner looks at the word at gaps that double up to about 200 ns; a
-//! thread that took the lock by spinning under 500 ns ago and finds it held
-//! again pauses 1.5 µs before its first look, so that two busy threads
-//! alternate in batches instead of trading the lock on every acquisition.
+//! thread that took the lock by spinning within its ping-pong window (500 ns
+//! to 10 µs, adapted per thread) and finds it held again pauses 1.5 µs
+//! before its first look, so that two busy threads alternate in batches
+//! instead of trading the lock on every acquisition.
 //! These are timing choices only: the argument below does not depend on
 //! them.
 //!
@@ -280,11 +281,15 @@
 //! nobody else wanted the CPU, and yielding again would be a busy wait.
 //!
 //! One more rule keeps two busy threads from the 1-2 thread regression of
-//! Go's version: a thread that took the lock by spinning less than 500 ns
-//! ago and finds it taken again spins lazily: it waits 1.5 µs before its
-//! first look. Without it, two threads that re-take the lock as soon as
-//! they release it hand it over on every acquisition (a cross-core transfer
-//! each time); with it, they alternate in batches.
+//! Go's version: a thread that took the lock by spinning less than its
+//! ping-pong window ago and finds it taken again spins lazily: it waits
+//! 1.5 µs before its first look. Without it, two threads that re-take the
+//! lock as soon as they release it hand it over on every acquisition (a
+//! cross-core transfer each time); with it, they alternate in batches. The
+//! window starts at 500 ns and adapts per thread to what its pauses find
+//! when they end: the lock held (the other thread was running a batch)
+//! doubles it, up to 10 µs; the lock free, and still free one look gap
+//! later (a hand-over that the pause delayed), halves it.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
