@@ -41,7 +41,8 @@
 //!
 //! **lock.** The fast path is one `fetch_or(LOCKED)`. If the lock was held,
 //! the slow path loops: take the lock whenever `LOCKED` is clear (keeping the
-//! other bits); else try to set `SPINNING` and, if that succeeds, spin for the
+//! other bits; a spinner that paused first watches a free lock for one look
+//! gap, below); else try to set `SPINNING` and, if that succeeds, spin for the
 //! spin budget, yield the CPU once, and look again; if another thread spins,
 //! yield the CPU and look again (on arrival only: once, and up to 8 times
 //! in all while each yield runs other threads); else sleep: link a node to
@@ -287,8 +288,8 @@
 //! lock as soon as they release it hand it over on every acquisition (a
 //! cross-core transfer each time); with it, they alternate in batches. The
 //! window starts at 500 ns and adapts per thread to what its pauses find
-//! when they end: the lock held (the other thread was running a batch)
-//! doubles it, up to 10 µs; the lock free, and still free one look gap
+//! when they end: the lock held (usually: the other thread was running a
+//! batch) doubles it, up to 10 µs; the lock free, and still free one look gap
 //! later (a hand-over that the pause delayed), halves it.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -945,8 +945,9 @@ impl<P: Platform> Lock<P> {
     }
 
     /// One spin episode: until the budget is spent, take the lock whenever it
-    /// looks free (a lost race does not end the episode); then yield the CPU
-    /// once. Returns the tick count at the start if the lock was taken, else
+    /// looks free (a lost race does not end the episode; after a ping-pong
+    /// pause, a free lock is first watched for one look gap, see below);
+    /// then yield the CPU once. Returns the tick count at the start if the lock was taken, else
     /// a fresh look at the word. Starvation mode ends the episode at once.
     ///
     /// With `ping_pong` (this thread took the lock by spinning moments ago,

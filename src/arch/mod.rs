@@ -82,9 +82,10 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// The widest a thread's ping-pong window grows; [`PING_PONG_NS`] is its
 /// narrowest, and a thread's first. Each thread adapts its own window to
 /// what its ping-pong pauses find when they end: a pause that ends with
-/// the lock held ran beside a holder running its acquisitions back to back
-/// (a ping-pong, where looking at once would have traded the lock), and
-/// doubles the window; a pause that ends with the lock free, and free for
+/// the lock held usually ran beside a holder running its acquisitions back
+/// to back (a ping-pong, where looking at once would have traded the lock;
+/// else a critical section longer than the pause, where the pause cost
+/// nothing), and doubles the window; a pause that ends with the lock free, and free for
 /// one look gap ([`MAX_LOOK_GAP_NS`], a look per spin hint: a holder in a
 /// batch re-takes it within that), delayed a hand-over (two threads that
 /// pass the lock back and forth), and halves it. No constant window served

@@ -258,9 +258,10 @@ pub(crate) trait Platform: Sized + 'static {
     /// model skips it.
     #[inline(always)]
     fn ping_pong_pause(_started: u64) {}
-    /// A ping-pong pause just ended, and the first look found the lock
-    /// `held` or free: the platform adapts this thread's ping-pong window
-    /// (see `arch::PING_PONG_MAX_NS`). The model keeps no window
+    /// A ping-pong pause just ended, and the lock was `held` (at the first
+    /// look, or re-taken within one look gap after it) or stayed free: the
+    /// platform adapts this thread's ping-pong window (see
+    /// `arch::PING_PONG_MAX_NS`). The model keeps no window
     /// (`spun_recently` is always false there).
     #[inline(always)]
     fn pause_ended(_held: bool) {}
