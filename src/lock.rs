@@ -947,8 +947,9 @@ impl<P: Platform> Lock<P> {
     /// One spin episode: until the budget is spent, take the lock whenever it
     /// looks free (a lost race does not end the episode; after a ping-pong
     /// pause, a free lock is first watched for one look gap, see below);
-    /// then yield the CPU once. Returns the tick count at the start if the lock was taken, else
-    /// a fresh look at the word. Starvation mode ends the episode at once.
+    /// then yield the CPU once. Returns the tick count at the start if the
+    /// lock was taken, else a fresh look at the word. Starvation mode ends
+    /// the episode at once.
     ///
     /// With `ping_pong` (this thread took the lock by spinning moments ago,
     /// within its window: see `arch::PING_PONG_NS` and
@@ -971,8 +972,9 @@ impl<P: Platform> Lock<P> {
         let max_backoff = P::max_backoff();
         if ping_pong {
             // What the pause found sets how soon this thread pauses again.
-            // A lock held now is in use by a holder that runs acquisitions
-            // back to back (a ping-pong: the pause spared a trade). A free
+            // A lock held now is usually in use by a holder that runs
+            // acquisitions back to back (a ping-pong: the pause spared a
+            // trade). A free
             // one may be the moment between two of them, so watch it for
             // one look gap, a look per hint: a holder in a batch re-takes
             // it within that, while a lock handed over stays free (and the

@@ -85,10 +85,10 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// the lock held usually ran beside a holder running its acquisitions back
 /// to back (a ping-pong, where looking at once would have traded the lock;
 /// else a critical section longer than the pause, where the pause cost
-/// nothing), and doubles the window; a pause that ends with the lock free, and free for
-/// one look gap ([`MAX_LOOK_GAP_NS`], a look per spin hint: a holder in a
-/// batch re-takes it within that), delayed a hand-over (two threads that
-/// pass the lock back and forth), and halves it. No constant window served
+/// nothing), and doubles the window; a pause that ends with the lock free,
+/// and free for one look gap ([`MAX_LOOK_GAP_NS`], a look per spin hint: a
+/// holder in a batch re-takes it within that), delayed a hand-over (two
+/// threads that pass the lock back and forth), and halves it. No constant window served
 /// both (twentieth section of `benches/results/sweep-x86_64-amd-epyc.md`).
 ///
 /// Measured on a 2-core AMD EPYC VM (twenty-first section of that report).

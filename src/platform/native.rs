@@ -72,7 +72,7 @@ std::thread_local! {
 
 /// This thread's ping-pong window in nanoseconds (see
 /// `arch::PING_PONG_MAX_NS`).
-#[cfg(test)]
+#[inline]
 pub(crate) fn ping_pong_window_ns() -> u64 {
     PING_PONG_WINDOW.with(Cell::get).max(arch::tuned(Knob::PingPong, arch::PING_PONG_NS))
 }
@@ -170,11 +170,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
-        let window_ns = if SPIN == SPIN_ONE_WIDE_PING_PONG {
-            10_000_000
-        } else {
-            PING_PONG_WINDOW.with(Cell::get).max(arch::tuned(Knob::PingPong, arch::PING_PONG_NS))
-        };
+        let window_ns =
+            if SPIN == SPIN_ONE_WIDE_PING_PONG { 10_000_000 } else { ping_pong_window_ns() };
         arch::ticks().wrapping_sub(last) < arch::ns_to_ticks(window_ns)
     }
     #[inline]
