@@ -1205,10 +1205,8 @@ fn hand_over_pauses_end_with_the_lock_free() {
 #[test]
 #[cfg_attr(miri, ignore = "reads the tick counter and spins for microseconds")]
 fn ping_pong_window_adapts_to_what_pauses_find() {
-    use crate::arch::{Knob, tuned};
-    use crate::platform::native::ping_pong_window_ns;
-    let narrowest = tuned(Knob::PingPong, crate::arch::PING_PONG_NS);
-    let widest = tuned(Knob::PingPongMax, crate::arch::PING_PONG_MAX_NS);
+    use crate::platform::native::{ping_pong_bounds_ns, ping_pong_window_ns};
+    let (narrowest, widest) = ping_pong_bounds_ns();
     // A fresh thread: the window is per thread.
     thread::spawn(move || {
         assert_eq!(ping_pong_window_ns(), narrowest, "a new thread's window");
@@ -1271,7 +1269,7 @@ fn ping_pong_widens_the_window() {
     assert!(paused * 2 >= spun, "fewer than half of the spin episodes paused: {events:?}");
     let held = events.get(Event::PauseEndedHeld);
     assert!(held * 5 >= paused * 4, "fewer than 80 % of the pauses ended held: {events:?}");
-    let widest = crate::arch::tuned(crate::arch::Knob::PingPongMax, crate::arch::PING_PONG_MAX_NS);
+    let widest = crate::platform::native::ping_pong_bounds_ns().1;
     assert!(widest_at_end >= widest / 4, "the window did not widen: {widest_at_end} ns");
 }
 
@@ -1290,7 +1288,7 @@ fn ping_pong_widens_the_window() {
 #[ignore = "timing: needs an idle machine; .ci/run runs it in a step of its own"]
 fn hand_overs_keep_the_window_narrow() {
     use crate::platform::native::ping_pong_window_ns;
-    let widest = crate::arch::tuned(crate::arch::Knob::PingPongMax, crate::arch::PING_PONG_MAX_NS);
+    let widest = crate::platform::native::ping_pong_bounds_ns().1;
     let widen = || (0..64).for_each(|_| Native::pause_ended(true));
     // Where it stops depends on how fast the threads run (1250 ns under
     // ThreadSanitizer, 625 natively): narrower than it started, at least.

@@ -74,7 +74,16 @@ std::thread_local! {
 /// `arch::PING_PONG_MAX_NS`).
 #[inline]
 pub(crate) fn ping_pong_window_ns() -> u64 {
-    PING_PONG_WINDOW.with(Cell::get).max(arch::tuned(Knob::PingPong, arch::PING_PONG_NS))
+    PING_PONG_WINDOW.with(Cell::get).max(ping_pong_bounds_ns().0)
+}
+
+/// The narrowest and the widest ping-pong window in nanoseconds:
+/// `arch::PING_PONG_NS` and `arch::PING_PONG_MAX_NS` (at least the
+/// narrowest).
+#[inline]
+pub(crate) fn ping_pong_bounds_ns() -> (u64, u64) {
+    let narrowest = arch::tuned(Knob::PingPong, arch::PING_PONG_NS);
+    (narrowest, arch::tuned(Knob::PingPongMax, arch::PING_PONG_MAX_NS).max(narrowest))
 }
 
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
@@ -176,8 +185,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn pause_ended(held: bool) {
-        let narrowest = arch::tuned(Knob::PingPong, arch::PING_PONG_NS);
-        let widest = arch::tuned(Knob::PingPongMax, arch::PING_PONG_MAX_NS).max(narrowest);
+        let (narrowest, widest) = ping_pong_bounds_ns();
         PING_PONG_WINDOW.with(|w| {
             let now = w.get().max(narrowest);
             w.set(if held { now.saturating_mul(2).min(widest) } else { (now / 2).max(narrowest) });
