@@ -341,6 +341,9 @@ impl<P: Platform> Lock<P> {
         let mut slept = false;
         // We marked ourselves starving (`node.starved` is set).
         let mut marked = false;
+        // A starvation deadline of ours found us popped (we did not mark
+        // ourselves then).
+        let mut popped_starving = false;
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -484,7 +487,13 @@ impl<P: Platform> Lock<P> {
                     }
                     slept = true;
                     let backed_up = f & BACKLOG != 0;
-                    if !self.sleep(&node, me, deadline, backed_up, &mut marked) {
+                    if !self.sleep(
+                        &node,
+                        me,
+                        deadline,
+                        backed_up,
+                        (&mut marked, &mut popped_starving),
+                    ) {
                         // SAFETY: our node is (or was) on this lock's stack.
                         if unsafe { self.leave(me) } {
                             P::record(Event::TimedOut);
@@ -543,7 +552,10 @@ impl<P: Platform> Lock<P> {
     /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
     /// that marked itself before us), spin a moment for that hand-off, and
     /// sleep again. The bound on waiting rests on this step alone: it needs
-    /// no other thread to notice us.
+    /// no other thread to notice us. A starvation deadline that finds us
+    /// popped already marks nothing (`popped` records it): the deadline
+    /// stays, and if we lose the lock again, our next sleep starts past it
+    /// and marks us at once.
     #[inline(always)]
     fn sleep(
         &self,
@@ -551,7 +563,7 @@ impl<P: Platform> Lock<P> {
         me: *mut Node<P>,
         deadline: Option<Deadline<P>>,
         backed_up: bool,
-        marked: &mut bool,
+        (marked, popped): (&mut bool, &mut bool),
     ) -> bool {
         loop {
             let starve_at = if *marked {
@@ -584,14 +596,22 @@ impl<P: Platform> Lock<P> {
             if !starving {
                 return false;
             }
-            *marked = true;
             // SAFETY: our node is (or was) on this lock's stack.
             if !unsafe { self.starve(me) } {
                 // Popped before we took the stack: the popper's wake store
-                // is on its way, and our node must live until it lands.
+                // is on its way, and our node must live until it lands. We
+                // are not marked, and keep the deadline (see above).
                 P::record(Event::PoppedWhileStarving);
+                *popped = true;
+                if P::FAULT == Fault::PoppedStarverKeepsNoDeadline {
+                    *marked = true;
+                }
                 node.parker.park();
                 return true;
+            }
+            *marked = true;
+            if *popped {
+                P::record(Event::StarvedAfterPop);
             }
             if P::wait_awake(|| node.parker.unparked()) {
                 return true;

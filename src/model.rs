@@ -29,10 +29,16 @@ use crate::platform::{EVENTS, Event, StateWord};
 /// Per-test event counts, summed over all explored executions, indexed by
 /// `Event as usize`. Loom runs a model's threads as coroutines on the test's
 /// own OS thread, so a std thread-local is per test.
-#[derive(Default, Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Seen {
     events: [usize; EVENTS],
     spurious: usize,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen { events: [0; EVENTS], spurious: 0 }
+    }
 }
 
 impl Seen {
@@ -615,6 +621,55 @@ fn a_sleeper_that_starves_is_handed_the_lock() {
             && seen.of(Event::HandedLock) > 0
             && seen.of(Event::PoppedWhileStarving) > 0,
         "{seen:?}"
+    );
+}
+
+/// A sleeper whose starvation deadline finds it popped already (the
+/// unlock's wake won the race to the stack) and which then loses the lock
+/// again (the main thread takes it back before the woken sleeper looks)
+/// did not mark itself, and keeps its deadline: its next sleep starts past
+/// it, and it marks itself and is handed the lock. With
+/// `PoppedStarverKeepsNoDeadline` it sleeps without a deadline instead
+/// (and is woken by the main thread's second unlock, so the model ends).
+fn popped_starver_loses_again<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        g.lock.lock();
+        let sleeper = thread::spawn(move || {
+            allow_my_timeouts(2, None);
+            g.increment();
+        });
+        // Until it sleeps.
+        g.wait_for(|w| w & !FLAGS != 0);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        g.increment();
+        sleeper.join().unwrap();
+        assert_eq!(g.value(), 2);
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn a_popped_starver_keeps_its_deadline() {
+    let seen = popped_starver_loses_again::<0>(bound(2, 3));
+    assert!(
+        seen.of(Event::PoppedWhileStarving) > 0
+            && seen.of(Event::StarvedAfterPop) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "no sleeper starved after a deadline that found it popped: {seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "no sleeper starved after a deadline that found it popped")]
+fn a_popped_starver_without_its_deadline_is_caught() {
+    let seen = popped_starver_loses_again::<22>(bound(2, 3));
+    assert!(
+        seen.of(Event::PoppedWhileStarving) > 0
+            && seen.of(Event::StarvedAfterPop) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "no sleeper starved after a deadline that found it popped: {seen:?}"
     );
 }
 

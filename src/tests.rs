@@ -85,6 +85,19 @@ impl Events {
         Duration::from_nanos(self.hand_offs.iter().map(|b| b[1]).sum())
     }
 
+    /// The counts added since `before` (an earlier copy of these counts).
+    fn since(&self, before: &Events) -> Events {
+        let mut d = *self;
+        for (now, was) in d.counts.iter_mut().zip(before.counts) {
+            *now -= was;
+        }
+        for (now, was) in d.hand_offs.iter_mut().zip(before.hand_offs) {
+            now[0] -= was[0];
+            now[1] -= was[1];
+        }
+        d
+    }
+
     fn get(&self, event: Event) -> u64 {
         self.counts[event as usize]
     }
@@ -1555,6 +1568,95 @@ fn parker_survives_an_early_unpark() {
     // SAFETY: armed above and not parked yet.
     unsafe { <Native as Platform>::Parker::unpark(&p) };
     p.park();
+}
+
+// ---------------------------------------------------------------------------
+// Starvation deadlines that wakes keep cutting short
+// ---------------------------------------------------------------------------
+
+/// Sets the calling thread's timer slack (how much later than asked the
+/// kernel may end its timed sleeps) and returns the previous one.
+#[cfg(target_os = "linux")]
+fn set_timer_slack(ns: u64) -> u64 {
+    // SAFETY: PR_GET_TIMERSLACK and PR_SET_TIMERSLACK read and write the
+    // calling thread's slack and no memory of ours.
+    unsafe {
+        let old = libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        assert!(old >= 0, "PR_GET_TIMERSLACK failed");
+        let r = libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+        assert_eq!(r, 0, "PR_SET_TIMERSLACK failed");
+        old as u64
+    }
+}
+
+/// Two threads: one runs 10 µs critical sections back to back, the other
+/// locks and unlocks as often as it gets the lock. Each unlock of the
+/// first pops the sleeping second one, which often wakes too late to
+/// catch the next release, and sleeps again. Its timer slack is 1 s, so
+/// the kernel ends a timed sleep whose deadline has passed only at some
+/// later timer interrupt (milliseconds), and a wake always comes first:
+/// only the parker's own look at the clock lets the starvation deadline
+/// pass. The sleeper must mark itself starving and be handed the lock,
+/// many times, in 200 ms rounds (up to 30 s). Without that look (the
+/// futex parker before it had one), it marked itself 0 times in 30 s.
+/// Returns the sleeper's events.
+#[cfg(target_os = "linux")]
+fn woken_again_and_again<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+) -> Events {
+    let dog = Watchdog::start(name);
+    rounds(
+        |e| e.get(Event::Starved) >= 20 && e.get(Event::HandedLock) >= 20,
+        || {
+            let g = Guarded::<P>::new();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let sleeper = Mutex::new(Events::default());
+            thread::scope(|s| {
+                let (g, stop, sleeper, dog) = (&g, &stop, &sleeper, &dog);
+                s.spawn(move || {
+                    while !stop.load(Relaxed) {
+                        g.lock.lock();
+                        spin_for_ns(10_000);
+                        // SAFETY: locked above.
+                        unsafe { g.lock.unlock() };
+                        dog.progress();
+                    }
+                });
+                s.spawn(move || {
+                    let old = set_timer_slack(1_000_000_000);
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_millis(200) {
+                        let before = my_events();
+                        g.increment();
+                        dog.progress();
+                        // Only this thread's events: the holder's are its
+                        // own.
+                        sleeper.lock().unwrap().add(&my_events().since(&before));
+                    }
+                    set_timer_slack(old);
+                    stop.store(true, Relaxed);
+                });
+            });
+            assert_eq!(g.word(), 0, "lock left dirty");
+            sleeper.into_inner().unwrap()
+        },
+    )
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(miri, ignore = "needs real parallel threads and prctl")]
+fn sleepers_woken_again_and_again_still_starve() {
+    for (name, events) in [
+        ("futex parker", woken_again_and_again::<Native>("woken_again_and_again")),
+        ("portable parker", woken_again_and_again::<ThreadPark>("woken_again_and_again_portable")),
+    ] {
+        eprintln!("sleepers_woken_again_and_again_still_starve, {name}: {events:?}");
+        assert!(
+            events.get(Event::Starved) >= 20 && events.get(Event::HandedLock) >= 20,
+            "{name}: the sleeper did not starve: {events:?}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -53,6 +53,19 @@ impl Parker for FutexParker {
         };
         // As in `park`.
         while !self.unparked() {
+            // A deadline that has passed returns here, not in the kernel.
+            // The kernel sleeps past an expired absolute deadline until its
+            // timer fires, the thread's timer slack later (50 µs by default,
+            // `PR_SET_TIMERSLACK`; 60-100 µs measured on the 2-core AMD EPYC
+            // VM), and a wake that lands first makes the wait a wake. A
+            // sleeper whose sleeps wakes keep cutting short (each unlock of
+            // a lock held 10 µs at a time pops it) then never saw its
+            // starvation deadline pass, and waited until it won the lock
+            // by chance: `lock()` waits of 1.5-6 ms with a 1 ms threshold.
+            if Instant::now() >= deadline {
+                // A wake may have landed meanwhile.
+                return self.unparked();
+            }
             match futex_wait_until(&self.word, PARKED, &abs) {
                 // Woken (maybe spuriously), the word changed, or a signal:
                 // the loop re-checks the word.

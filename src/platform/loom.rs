@@ -57,7 +57,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         18 => Fault::RelaxedBacklogOnPush,
         19 => Fault::RelaxedTakeOnPush,
         20 => Fault::CountOnOwnedStack,
-        _ => Fault::RelaxedGiveBackRetry,
+        21 => Fault::RelaxedGiveBackRetry,
+        _ => Fault::PoppedStarverKeepsNoDeadline,
     }
 }
 

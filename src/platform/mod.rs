@@ -105,6 +105,11 @@ pub(crate) enum Fault {
     /// reads the fresh word of a failed CAS with Relaxed, and may serve the
     /// oldest sleeper walking nodes pushed meanwhile unsynchronised.
     RelaxedGiveBackRetry,
+    /// A sleeper whose starvation deadline passed but which a stack owner
+    /// had popped (it did not mark itself) sleeps without a starvation
+    /// deadline for the rest of its `lock` call, as if it had marked
+    /// itself: if it loses the lock again, nothing bounds its wait.
+    PoppedStarverKeepsNoDeadline,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -403,8 +408,12 @@ pub(crate) enum Event {
     /// A ping-pong pause ended with the lock free (the spinner's window
     /// narrows).
     PauseEndedFree,
+    /// A sleeper marked itself starving ([`Event::Starved`]) after an
+    /// earlier starvation deadline of the same `lock` call had found it
+    /// popped ([`Event::PoppedWhileStarving`]) and it lost the lock again.
+    StarvedAfterPop,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::PauseEndedFree as usize + 1;
+pub(crate) const EVENTS: usize = Event::StarvedAfterPop as usize + 1;
