@@ -116,11 +116,12 @@
 //! Then it spins for up to 10 µs for the hand-off (a recipient that is
 //! running spares the lock the wake latency), and sleeps again, without a
 //! timeout, until the hand-off wakes it. No other thread has to notice it.
-//! The deadline holds across wakes: a sleeper that a wake pops before its
-//! deadline, or whose deadline finds it popped already, and that loses the
-//! lock again, sleeps again with the same deadline, and once that has
-//! passed, its parker returns at once instead of sleeping, and it marks
-//! itself. (The kernel ends a timed futex wait whose deadline has passed
+//! The deadline holds across wakes: it counts from the first sleep of the
+//! `lock` call, so a sleeper that a wake pops before its deadline, or whose
+//! deadline finds it popped already, and that loses the lock again, sleeps
+//! again with a deadline from that same start, and once that has passed,
+//! its parker returns at once instead of sleeping, and it marks itself
+//! (unless a stack owner pops it first again). (The kernel ends a timed futex wait whose deadline has passed
 //! only at a later timer interrupt, up to the thread's timer slack later:
 //! a sleeper that every unlock popped was woken first every time and
 //! never marked itself, until the parker looked at the clock itself.)
@@ -146,7 +147,8 @@
 //!
 //! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
 //! marks itself starving as soon as it runs: at its timer wake, or at its
-//! next sleep after a wake. From then on it waits for at most `m + 1`
+//! next sleep after a wake (a wake that pops it first gives it the lock or
+//! another sleep past the deadline). From then on it waits for at most `m + 1`
 //! critical sections, where `m` is the number of sleepers that marked
 //! themselves before it (they are the only ones below it): each hand-off
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up

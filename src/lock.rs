@@ -554,8 +554,9 @@ impl<P: Platform> Lock<P> {
     /// sleep again. The bound on waiting rests on this step alone: it needs
     /// no other thread to notice us. A starvation deadline that finds us
     /// popped already marks nothing (`popped` records it): the deadline
-    /// stays, and if we lose the lock again, our next sleep starts past it
-    /// and marks us at once.
+    /// stays (it counts from our first sleep in this `lock` call), and if
+    /// we lose the lock again, our next sleep starts past it and marks us
+    /// at once, unless a stack owner pops us first again.
     #[inline(always)]
     fn sleep(
         &self,

@@ -229,6 +229,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
         self.word.store(PARKED, Ordering::Relaxed);
     }
     fn park(&self) {
+        crate::model::note_sleep(false);
         while !self.unparked() {
             futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
         }
@@ -239,6 +240,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     type Deadline = ModelDeadline;
 
     fn park_until(&self, _deadline: ModelDeadline) -> bool {
+        crate::model::note_sleep(true);
         while !self.unparked() {
             if futex_wait_timed(&self.word, PARKED, SPURIOUS) {
                 // As the kernel: a wake may have landed after the timeout.
