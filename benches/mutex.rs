@@ -118,7 +118,10 @@
 //!   section below 1 µs only every 8th acquisition is timed (`lat_every`);
 //!   from 1 µs up every acquisition is. The counter is not serialising: an
 //!   acquisition's time is exact to a few ns, plenty for percentiles of
-//!   waits. Per-thread `hdrhistogram`s (2 significant digits) are merged;
+//!   waits. Per-thread `hdrhistogram`s (2 significant digits) are merged.
+//!   `max_reps` also keeps every repetition's max, in the order the
+//!   repetitions ran: one wait in millions, it is the noisiest metric, and
+//!   its spread says how far one run's median can be trusted;
 //! * context switches per operation: `ru_nvcsw + ru_nivcsw` delta /
 //!   operations;
 //! * `others_cpu`: how many CPUs' worth of time *other* processes used
@@ -1939,7 +1942,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn record(&mut self, cell: Cell, lock: LockId, s: &Sample) {
+    fn record(&mut self, cell: Cell, lock: LockId, s: &Sample, reps: &[Sample]) {
         let (threads, cs, think) = cell.params();
         let line = format!(
             concat!(
@@ -1947,7 +1950,7 @@ impl Ctx {
                 "\"threads\":{},\"cs\":{},\"think\":{},",
                 "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
                 "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
-                "\"p999\":{},\"max\":{},\"ctxsw_per_op\":{},\"others_cpu\":{},",
+                "\"p999\":{},\"max\":{},\"max_reps\":[{}],\"ctxsw_per_op\":{},\"others_cpu\":{},",
                 "\"lat_every\":{},\"reps\":{},\"timeout_ns\":{},\"timed_out\":{},",
                 "\"profile\":{},\"target\":{},\"emulated\":{}}}\n"
             ),
@@ -1971,6 +1974,7 @@ impl Ctx {
             jn(s.p99),
             jn(s.p999),
             jn(s.max),
+            reps.iter().map(|r| jn(r.max)).collect::<Vec<_>>().join(","),
             jn(s.ctxsw_per_op),
             jn(s.others_cpu),
             cell.lat_every(),
@@ -2163,7 +2167,7 @@ fn main() {
             let mut line = format!("{group_name}:");
             for (i, &lock) in selected.iter().enumerate() {
                 let s = median_sample(&reps[i]);
-                ctx.record(cell, lock, &s);
+                ctx.record(cell, lock, &s, &reps[i]);
                 let idx = LOCKS.iter().position(|&l| l == lock).unwrap_or(0);
                 ns_per_op[idx] = 1e9 / s.ops_per_sec.max(1.0);
                 let _ = write!(

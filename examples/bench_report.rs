@@ -12,7 +12,10 @@
 //! an emulated run is `<arch>-emulated-on-<host family>`), because a tuning
 //! can win on one CPU and lose on another. Each report starts with the CPU,
 //! the commit and the command that produced it, then a summary of spinbit
-//! against the best peer for every cell, a comparison of the two data
+//! against the best peer for every cell, the cells where spinbit is behind
+//! against the peers at least as fair, the cells where its longest wait is
+//! above the lowest peer's window by window (each window's max: the metric
+//! is too noisy for one median to settle), a comparison of the two data
 //! layouts where a cell ran in both, the timed cells (`try_lock_for`) with
 //! the fraction of attempts that timed out and the cost of the timed fast
 //! path next to plain lock+unlock, and one table per cell; plus SVG charts
@@ -63,6 +66,9 @@ struct Row {
     p99: f64,
     p999: f64,
     max: f64,
+    /// Every window's max, in the order the windows ran (empty in results
+    /// from before the field existed).
+    max_reps: Vec<f64>,
     ctxsw: f64,
     others_cpu: f64,
     /// Timed cells: the fraction of `try_lock_for` calls that timed out
@@ -72,6 +78,14 @@ struct Row {
 }
 
 impl Row {
+    /// The shortest and the longest of the windows' maxima (NaN without
+    /// them).
+    fn max_range(&self) -> (f64, f64) {
+        let lo = self.max_reps.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.max_reps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if self.max_reps.is_empty() { (f64::NAN, f64::NAN) } else { (lo, hi) }
+    }
+
     fn from(j: &Json) -> Row {
         Row {
             bench: j.str("bench").into(),
@@ -97,6 +111,13 @@ impl Row {
             p99: j.num("p99"),
             p999: j.num("p999"),
             max: j.num("max"),
+            max_reps: match j.get("max_reps") {
+                Json::Arr(v) => v
+                    .iter()
+                    .filter_map(|x| if let Json::Num(x) = x { Some(*x) } else { None })
+                    .collect(),
+                _ => Vec::new(),
+            },
             ctxsw: j.num("ctxsw_per_op"),
             others_cpu: j.num("others_cpu"),
             timed_out: j.num("timed_out"),
@@ -772,6 +793,76 @@ fn report(
                 f_sig(r.cpu),
                 peer_note(c.row(&r.cpu_peer)),
                 versus(cheap.map(|p| (s.cpu / p.cpu, p.lock.as_str()))),
+            )?;
+        }
+        writeln!(w)?;
+    }
+
+    // The longest wait, window by window: the metric is one wait in
+    // millions, and its median over a handful of windows moves from run to
+    // run by more than most of the differences between the locks.
+    let longer: Vec<(&Cell, Ratios, &Row)> = cells
+        .iter()
+        .filter(|c| c.first().threads >= 2)
+        .filter_map(|c| Some((c, c.ratios()?, c.row("spinbit")?)))
+        .filter(|(_, r, s)| !s.max_reps.is_empty() && s.max > r.peer_max.value)
+        .collect();
+    if !longer.is_empty() {
+        writeln!(
+            w,
+            "## Longest wait: window by window
+"
+        )?;
+        let apart = longer
+            .iter()
+            .filter(|(c, r, s)| {
+                c.row(&r.peer_max.lock).is_some_and(|p| s.max_range().0 > p.max_range().1)
+            })
+            .count();
+        writeln!(
+            w,
+            "Every cell with 2 or more threads where spinbit's longest wait (the median over \
+             the windows of each window's longest `lock()`) is above the lowest peer's: the \
+             shortest and longest of the windows' maxima for spinbit and for that peer, and \
+             whether every window of spinbit's waited longer than every window of the peer's \
+             (`apart`) or the two ranges overlap. Then that peer's throughput against \
+             spinbit's, and spinbit's max ratio against the peers **at least as fast as \
+             spinbit** in that cell (`-`: no peer is). Apart in {apart} of these {} cells.\n",
+            longer.len()
+        )?;
+        writeln!(
+            w,
+            "| cell | max spinbit | windows spinbit | lowest peer max | windows peer | ranges \
+             | that peer's throughput / spinbit's | max ratio, peers at least as fast |"
+        )?;
+        writeln!(w, "|---|---:|---|---|---|---|---:|---|")?;
+        let range = |r: &Row| {
+            let (lo, hi) = r.max_range();
+            format!("{} - {}", f_ns(lo), f_ns(hi))
+        };
+        for (c, r, s) in &longer {
+            let Some(p) = c.row(&r.peer_max.lock) else { continue };
+            let fast = Best::of(
+                c.rows.iter().filter(|q| is_peer(&q.lock) && q.mops >= s.mops),
+                |q| q.max,
+                false,
+            );
+            writeln!(
+                w,
+                "| `{}` | {} | {} | {} ({}) | {} | {} | {} | {} |",
+                c.group,
+                f_ns(s.max),
+                range(s),
+                f_ns(p.max),
+                p.lock,
+                range(p),
+                if s.max_range().0 > p.max_range().1 { "apart" } else { "overlap" },
+                f_sig(p.mops / s.mops),
+                if fast.lock.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{} ({})", f_sig(s.max / fast.value), fast.lock)
+                },
             )?;
         }
         writeln!(w)?;
