@@ -40,36 +40,42 @@ impl Parker for FutexParker {
     type Deadline = Instant;
 
     fn park_until(&self, deadline: Instant) -> bool {
+        // A deadline that has passed returns here, not in the kernel, before
+        // the first wait and after every early return of one. The kernel
+        // sleeps past an expired absolute deadline until its timer fires,
+        // the thread's timer slack later (50 µs by default,
+        // `PR_SET_TIMERSLACK`; 60-100 µs measured on the 2-core AMD EPYC
+        // VM), and a wake that lands first makes the wait a wake. A sleeper
+        // whose sleeps wakes keep cutting short (each unlock of a lock held
+        // 10 µs at a time pops it) then never saw its starvation deadline
+        // pass, and waited until it won the lock by chance: `lock()` waits
+        // of 1.5-6 ms with a 1 ms threshold. (A wake may have landed
+        // meanwhile: `unparked` says.)
+        let now = Instant::now();
+        if now >= deadline {
+            return self.unparked();
+        }
         // The kernel takes an absolute CLOCK_MONOTONIC deadline, so a signal
         // (EINTR) or a spurious return followed by another wait does not
         // stretch the wait. `Instant` is CLOCK_MONOTONIC on Linux too, but
         // opaque, so the deadline is carried over as "now + what is left",
         // reading `Instant` before the kernel's clock: the result is at or
         // after `deadline`, never before it.
-        let Some(abs) = monotonic_after(deadline.saturating_duration_since(Instant::now())) else {
+        let Some(abs) = monotonic_after(deadline - now) else {
             // Beyond what a timespec holds: no deadline at all.
             self.park();
             return true;
         };
         // As in `park`.
         while !self.unparked() {
-            // A deadline that has passed returns here, not in the kernel.
-            // The kernel sleeps past an expired absolute deadline until its
-            // timer fires, the thread's timer slack later (50 µs by default,
-            // `PR_SET_TIMERSLACK`; 60-100 µs measured on the 2-core AMD EPYC
-            // VM), and a wake that lands first makes the wait a wake. A
-            // sleeper whose sleeps wakes keep cutting short (each unlock of
-            // a lock held 10 µs at a time pops it) then never saw its
-            // starvation deadline pass, and waited until it won the lock
-            // by chance: `lock()` waits of 1.5-6 ms with a 1 ms threshold.
-            if Instant::now() >= deadline {
-                // A wake may have landed meanwhile.
-                return self.unparked();
-            }
             match futex_wait_until(&self.word, PARKED, &abs) {
                 // Woken (maybe spuriously), the word changed, or a signal:
-                // the loop re-checks the word.
-                None | Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                // the loop re-checks the word, and the clock (above).
+                None | Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                    if Instant::now() >= deadline {
+                        return self.unparked();
+                    }
+                }
                 // The deadline passed. Any other error (none is expected
                 // with the arguments built here) is treated the same once
                 // the deadline has passed, so that it cannot keep the
