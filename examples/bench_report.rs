@@ -808,11 +808,7 @@ fn report(
         .filter(|(_, r, s)| !s.max_reps.is_empty() && s.max > r.peer_max.value)
         .collect();
     if !longer.is_empty() {
-        writeln!(
-            w,
-            "## Longest wait: window by window
-"
-        )?;
+        writeln!(w, "## Longest wait: window by window\n")?;
         let apart = longer
             .iter()
             .filter(|(c, r, s)| {
