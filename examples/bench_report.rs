@@ -809,11 +809,11 @@ fn report(
         .collect();
     if !longer.is_empty() {
         writeln!(w, "## Longest wait: window by window\n")?;
-        let apart = longer
+        // Every window of spinbit's waited longer than every one of `p`'s.
+        let apart = |s: &Row, p: &Row| s.max_range().0 > p.max_range().1;
+        let n_apart = longer
             .iter()
-            .filter(|(c, r, s)| {
-                c.row(&r.peer_max.lock).is_some_and(|p| s.max_range().0 > p.max_range().1)
-            })
+            .filter(|(c, r, s)| c.row(&r.peer_max.lock).is_some_and(|p| apart(s, p)))
             .count();
         writeln!(
             w,
@@ -823,7 +823,7 @@ fn report(
              whether every window of spinbit's waited longer than every window of the peer's \
              (`apart`) or the two ranges overlap. Then that peer's throughput against \
              spinbit's, and spinbit's max ratio against the peers **at least as fast as \
-             spinbit** in that cell (`-`: no peer is). Apart in {apart} of these {} cells.\n",
+             spinbit** in that cell (`-`: no peer is). Apart in {n_apart} of these {} cells.\n",
             longer.len()
         )?;
         writeln!(
@@ -852,7 +852,7 @@ fn report(
                 f_ns(p.max),
                 p.lock,
                 range(p),
-                if s.max_range().0 > p.max_range().1 { "apart" } else { "overlap" },
+                if apart(s, p) { "apart" } else { "overlap" },
                 f_sig(p.mops / s.mops),
                 if fast.lock.is_empty() {
                     "-".into()

@@ -45,7 +45,8 @@
 //! gap, below); else try to set `SPINNING` and, if that succeeds, spin for the
 //! spin budget, yield the CPU once, and look again; if another thread spins,
 //! yield the CPU and look again (on arrival only: once, and up to 8 times
-//! in all while each yield runs other threads); else sleep: link a node to
+//! in all while each yield runs other threads and the waiter's starvation
+//! threshold has not passed); else sleep: link a node to
 //! the current head and, in one CAS that only succeeds while `LOCKED` is still
 //! set, publish it as the new head and drop `SPINNING` if we held it. A woken
 //! thread competes for the lock again (it may barge past no one: the lock is
@@ -104,8 +105,8 @@
 //! Under oversubscription a spinner nearly always exists, so unlocks would
 //! almost never wake anyone, and a woken waiter can lose the lock to running
 //! threads again and again. So every sleeper *judges itself*: its sleep has a
-//! timeout 1 ms after it first slept in this `lock` call, or 2 ms if its
-//! latest push found sleepers backed up (`BACKLOG`: many sleepers, where
+//! timeout 1 ms after its starvation clock started in this `lock` call, or
+//! 2 ms if its latest push found sleepers backed up (`BACKLOG`: many sleepers, where
 //! each hand-off to a sleeping thread costs the others more). If the timeout
 //! fires while its node is still on the stack, the thread takes
 //! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
@@ -116,7 +117,12 @@
 //! Then it spins for up to 10 µs for the hand-off (a recipient that is
 //! running spares the lock the wake latency), and sleeps again, without a
 //! timeout, until the hand-off wakes it. No other thread has to notice it.
-//! The deadline holds across wakes: it counts from the first sleep of the
+//! The clock starts when the waiter first yields (on arrival, beside a
+//! spinner or in starvation mode, or after its own `unlock_fair`) or, if it
+//! did not yield, when it first pushes itself: on an oversubscribed CPU one
+//! yield can take milliseconds, and a waiter whose yields took longer than
+//! its threshold marks itself as soon as it sleeps.
+//! The deadline holds across wakes: it counts from that start in the
 //! `lock` call, so a sleeper that a wake pops before its deadline, or whose
 //! deadline finds it popped already, and that loses the lock again, sleeps
 //! again with a deadline from that same start, and once that has passed,
@@ -291,6 +297,9 @@
 //! runnable gets its share of the CPU, and with it its turn at the lock,
 //! while a sleeper waits for a wake. A yield that returns at once means
 //! nobody else wanted the CPU, and yielding again would be a busy wait.
+//! A waiter whose yields have taken its starvation threshold (1 or 2 ms,
+//! see Starvation mode) stops yielding and sleeps: its sleep's deadline has
+//! passed, so it marks itself starving at once.
 //!
 //! One more rule keeps two busy threads from the 1-2 thread regression of
 //! Go's version: a thread that took the lock by spinning less than its

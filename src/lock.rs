@@ -75,9 +75,11 @@ pub(crate) struct Node<P: Platform> {
     /// Set by the waker: the lock itself came with the wake (a hand-off), so
     /// this thread owns it when it runs.
     handed_lock: P::Cell<bool>,
-    /// When this thread first went to sleep in this `lock` call
-    /// ([`Platform::now`] ticks); it does not restart when the thread sleeps
-    /// again, so it measures how long the thread has been kept waiting.
+    /// When this thread's starvation clock started in this `lock` call
+    /// ([`Platform::now`] ticks): at its first yield or, if it did not
+    /// yield, its first push (see `start_clock`). It does not restart when
+    /// the thread sleeps again, so it measures how long the thread has been
+    /// kept waiting.
     since: P::Cell<u64>,
     /// Set by the thread itself, owning the stack, when its timed sleep
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
@@ -154,6 +156,24 @@ fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
 #[inline(always)]
 fn spinner_takes_wake(a: usize) -> bool {
     a & (SPINNING | STARVING | BACKLOG) == SPINNING
+}
+
+/// Starts `node`'s starvation clock (`Node::since`) unless `clocked` says
+/// it runs already. The clock starts when the waiter first yields or, if it
+/// did not yield, first pushes itself: on an oversubscribed CPU one yield
+/// can take milliseconds, and a clock that started only at the first sleep
+/// let a waiter spend them before its deadline began.
+///
+/// # Safety
+/// The node is not published, if `clocked` is clear: the clock starts
+/// before the first push, and only its owner writes `since`.
+#[inline(always)]
+unsafe fn start_clock<P: Platform>(node: &Node<P>, clocked: &mut bool) {
+    if !*clocked {
+        *clocked = true;
+        // SAFETY: forwarded from the caller.
+        unsafe { node.since.set(P::now()) };
+    }
 }
 
 /// Whether `node` starves: it marked itself so when its timed sleep ran
@@ -337,8 +357,11 @@ impl<P: Platform> Lock<P> {
         // or the lock is in starvation mode.
         let mut yields =
             if P::SPIN == SpinPolicy::One && may_spin { P::max_arrival_yields() } else { 0 };
-        // We have slept at least once (`node.since` is set).
+        // We have slept at least once.
         let mut slept = false;
+        // Our starvation clock runs (`node.since` is set): since our first
+        // yield or, if we did not yield, our first push.
+        let mut clocked = false;
         // We marked ourselves starving (`node.starved` is set).
         let mut marked = false;
         // A starvation deadline of ours found us popped (we did not mark
@@ -419,19 +442,32 @@ impl<P: Platform> Lock<P> {
             // a sleeping thread (sweep, seventh section: `t64/cs10000` 0.44
             // of the fastest peer without these yields, 0.72 with them).
             if yields > 0 && !spinner && (starving || s.addr() & SPINNING != 0) {
-                P::record(if yields == P::max_arrival_yields() {
-                    Event::Yielded
-                } else {
-                    Event::YieldedAgain
-                });
-                yields -= 1;
-                if !P::arrival_yield() {
-                    // Nobody else wanted the CPU: a further yield would be
-                    // a busy wait.
-                    yields = 0;
+                if P::FAULT != Fault::ClockStartsAtPush {
+                    // SAFETY: as for the push below.
+                    unsafe { start_clock(&node, &mut clocked) };
                 }
-                s = self.state.load(Relaxed);
-                continue;
+                // Our yields have outlasted the starvation threshold (one
+                // yield can take milliseconds): sleep now, and the sleep,
+                // whose deadline has passed, marks us starving at once.
+                // SAFETY: only we write `since`.
+                if clocked && P::starve_due(unsafe { node.since.get() }, s.addr() & BACKLOG != 0) {
+                    P::record(Event::YieldsOutlastedThreshold);
+                    yields = 0;
+                } else {
+                    P::record(if yields == P::max_arrival_yields() {
+                        Event::Yielded
+                    } else {
+                        Event::YieldedAgain
+                    });
+                    yields -= 1;
+                    if !P::arrival_yield() {
+                        // Nobody else wanted the CPU: a further yield would
+                        // be a busy wait.
+                        yields = 0;
+                    }
+                    s = self.state.load(Relaxed);
+                    continue;
+                }
             }
             // We handed the lock to a sleeper moments ago (`unlock_fair`):
             // stay awake, yielding, until `arch::HAND_OFF_AWAKE_NS` after
@@ -448,6 +484,10 @@ impl<P: Platform> Lock<P> {
             // (retiring the bit) once the time is up. In starvation mode it
             // yields too, for the reason the arrival yields do.
             if P::awake_after_hand_off(ptr::from_ref(self).addr()) {
+                if P::FAULT != Fault::ClockStartsAtPush {
+                    // SAFETY: as for the push below.
+                    unsafe { start_clock(&node, &mut clocked) };
+                }
                 P::record(Event::AwakeAfterHandOff);
                 P::yield_now();
                 s = self.state.load(Relaxed);
@@ -464,9 +504,7 @@ impl<P: Platform> Lock<P> {
                 node.prev.set(ptr::null_mut());
                 node.tail.set(ptr::null_mut());
                 node.passes.set(0);
-                if !slept {
-                    node.since.set(P::now());
-                }
+                start_clock(&node, &mut clocked);
             }
             node.parker.prepare();
             let mut f = flags(s);
@@ -554,7 +592,8 @@ impl<P: Platform> Lock<P> {
     /// sleep again. The bound on waiting rests on this step alone: it needs
     /// no other thread to notice us. A starvation deadline that finds us
     /// popped already marks nothing (`popped` records it): the deadline
-    /// stays (it counts from our first sleep in this `lock` call), and if
+    /// stays (it counts from our first yield or sleep in this `lock` call,
+    /// see `start_clock`), and if
     /// we lose the lock again, our next sleep starts past it and marks us
     /// at once, unless a stack owner pops us first again.
     #[inline(always)]

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{
-    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, ThreadPark,
-    WidePingPong,
+    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, SlowYield,
+    SlowYieldClockAtPush, ThreadPark, WidePingPong,
 };
 use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
@@ -1725,7 +1725,7 @@ fn sleepers_woken_again_and_again_still_starve() {
 // The starvation threshold by backlog
 // ---------------------------------------------------------------------------
 
-/// How much later a sleeper that first slept now reaches its starvation
+/// How much later a sleeper whose clock starts now reaches its starvation
 /// deadline if its push found sleepers backed up than if it found them few.
 fn backlog_threshold_gap<P: Platform>() -> Duration
 where
@@ -1761,4 +1761,119 @@ fn sleepers_starve_sooner_when_few() {
 fn one_threshold_for_all_fails_the_backlog_check() {
     let gap = backlog_threshold_gap::<QuickStarve>();
     assert!(!gap_is_the_thresholds_difference(gap), "gap {gap:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The starvation clock starts at the first yield
+// ---------------------------------------------------------------------------
+
+/// Sets (`on`) or clears `flag` in the lock's word, whatever the other
+/// bits hold.
+fn set_flag<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    g: &Guarded<P>,
+    flag: usize,
+    on: bool,
+) {
+    let mut s = g.lock.state.load(Relaxed);
+    loop {
+        let new = s.map_addr(|a| if on { a | flag } else { a & !flag });
+        match g.lock.state.compare_exchange(s, new, Relaxed, Relaxed) {
+            Ok(_) => return,
+            Err(now) => s = now,
+        }
+    }
+}
+
+/// How long after its push a waiter whose arrival yields outlast its
+/// starvation threshold sets STARVING (`None` if it did not within 20 ms),
+/// and the waiter's events. We hold the lock and pose as a spinner
+/// (SPINNING set, nobody spinning), so the waiter yields, 300 µs per yield
+/// on the slow-yield platforms: `arch::ARRIVAL_YIELDS` of them take 2.4 ms,
+/// past the 1 ms threshold of a push onto an empty stack. If its clock
+/// started at its first yield, it stops yielding at that threshold,
+/// pushes itself, finds its deadline passed when it first sleeps, and marks
+/// itself at once; if the clock started at the push, it yields every time
+/// and marks itself 1 ms after the push at the earliest.
+fn starving_after_push<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>()
+-> (Option<Duration>, Events) {
+    let g = Guarded::<P>::new();
+    g.lock.lock();
+    set_flag(&g, SPINNING, true);
+    let (after, events) = thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let before = my_events();
+            g.increment();
+            my_events().since(&before)
+        });
+        let pushed = loop {
+            if g.word() & !FLAGS != 0 {
+                break Instant::now();
+            }
+            std::hint::spin_loop();
+        };
+        let after = loop {
+            if g.word() & crate::lock::STARVING != 0 {
+                break Some(pushed.elapsed());
+            }
+            if pushed.elapsed() > Duration::from_millis(20) {
+                break None;
+            }
+            std::hint::spin_loop();
+        };
+        // No spinner would take the wake: clear the bit before the unlock.
+        set_flag(&g, SPINNING, false);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        (after, waiter.join().unwrap())
+    });
+    assert_eq!(g.word(), 0, "lock left dirty");
+    assert_eq!(g.value(), 1);
+    assert!(
+        events.get(Event::Yielded) == 1 && events.get(Event::Parked) >= 1,
+        "the waiter did not yield and sleep: {events:?}"
+    );
+    (after, events)
+}
+
+/// Whether, in one of five tries, the waiter of `starving_after_push` set
+/// STARVING within 400 µs of its push (a few µs natively; the margin is
+/// for emulators, sanitizers and a loaded machine) after it stopped
+/// yielding at its threshold, with what every try saw.
+fn starves_soon_after_push<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>()
+-> (bool, Vec<(Option<Duration>, Events)>) {
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let (after, events) = starving_after_push::<P>();
+        let soon = after.is_some_and(|d| d < Duration::from_micros(400));
+        let yields = events.get(Event::Yielded) + events.get(Event::YieldedAgain);
+        let cut = events.get(Event::YieldsOutlastedThreshold) == 1
+            && yields < crate::arch::ARRIVAL_YIELDS;
+        seen.push((after, events));
+        if soon && cut {
+            return (true, seen);
+        }
+    }
+    (false, seen)
+}
+
+/// A waiter's starvation clock starts at its first yield: yields that
+/// outlast its threshold end there, and it marks itself as soon as it
+/// sleeps.
+#[test]
+#[cfg_attr(miri, ignore = "needs real time and parallel threads")]
+fn arrival_yields_count_towards_the_starvation_deadline() {
+    let (ok, seen) = starves_soon_after_push::<SlowYield>();
+    eprintln!("arrival_yields_count_towards_the_starvation_deadline: {seen:?}");
+    assert!(ok, "not marked soon after the push, or yields not cut: {seen:?}");
+}
+
+/// The check above can fail: with the clock started at the push, the
+/// waiter yields every time and STARVING comes a whole threshold after the
+/// push.
+#[test]
+#[cfg_attr(miri, ignore = "needs real time and parallel threads")]
+fn a_clock_started_at_the_push_fails_the_yield_check() {
+    let (ok, seen) = starves_soon_after_push::<SlowYieldClockAtPush>();
+    eprintln!("a_clock_started_at_the_push_fails_the_yield_check: {seen:?}");
+    assert!(!ok, "marked soon after the push, with yields cut: {seen:?}");
 }

@@ -110,6 +110,10 @@ pub(crate) enum Fault {
     /// deadline for the rest of its `lock` call, as if it had marked
     /// itself: if it loses the lock again, nothing bounds its wait.
     PoppedStarverKeepsNoDeadline,
+    /// A waiter's starvation clock starts at its first push, not at its
+    /// first yield: the time its arrival yields took counts towards no
+    /// deadline (native test platform `SlowYieldClockAtPush` only).
+    ClockStartsAtPush,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -282,7 +286,7 @@ pub(crate) trait Platform: Sized + 'static {
     fn look_due(_now: u64) -> bool {
         false
     }
-    /// Whether the oldest sleeper, asleep since tick `since`, has waited so
+    /// Whether the oldest sleeper, waiting since tick `since`, has waited so
     /// long that the lock is handed to it directly (starvation mode).
     #[inline(always)]
     fn starving(_since: u64) -> bool {
@@ -299,13 +303,21 @@ pub(crate) trait Platform: Sized + 'static {
     /// clock and ignore `slept`; the model lets every deadline fall during
     /// the waiter's first sleep, so the paths before it stay untimed.
     fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
-    /// When a sleeper that first slept at tick `since` starts starving: its
+    /// When a sleeper whose starvation clock started at tick `since` (its
+    /// first yield or first push, see `lock::start_clock`) starts starving: its
     /// sleep ends then, and it marks itself starving (`Lock::starve`).
     /// `backed_up`: its latest push saw sleepers backed up
     /// ([`crate::lock::BACKLOG`]). `None`: sleepers never judge themselves.
     #[inline(always)]
     fn starve_deadline(_since: u64, _backed_up: bool) -> Option<Deadline<Self>> {
         None
+    }
+    /// Whether a waiter whose starvation clock started at tick `since` has
+    /// reached the deadline [`Platform::starve_deadline`] would give it
+    /// (`backed_up` as there): it stops yielding then. `false`: never.
+    #[inline(always)]
+    fn starve_due(_since: u64, _backed_up: bool) -> bool {
+        false
     }
     /// A sleeper that just marked itself starving may wait here, awake, for
     /// the hand-off (`woken` says whether it came) before it sleeps again:
@@ -412,8 +424,11 @@ pub(crate) enum Event {
     /// earlier starvation deadline of the same `lock` call had found it
     /// popped ([`Event::PoppedWhileStarving`]) and it lost the lock again.
     StarvedAfterPop,
+    /// A waiter's arrival yields outlasted its starvation threshold, and
+    /// it stopped yielding to sleep (and mark itself) at once.
+    YieldsOutlastedThreshold,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::StarvedAfterPop as usize + 1;
+pub(crate) const EVENTS: usize = Event::YieldsOutlastedThreshold as usize + 1;

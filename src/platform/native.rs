@@ -42,6 +42,16 @@ pub(crate) type WidePingPong = NativeWith<OsParker, SPIN_ONE_WIDE_PING_PONG, 0>;
 #[cfg(test)]
 pub(crate) type QuickStarve<K = OsParker> = NativeWith<K, SPIN_ONE_QUICK_STARVE, 0>;
 
+/// The spin bit's algorithm with arrival yields that each take 300 µs (a
+/// sleep standing in for a yield that ran other threads), so that a
+/// waiter's yields outlast its starvation threshold.
+#[cfg(test)]
+pub(crate) type SlowYield = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD, 0>;
+/// `SlowYield` with a deliberate bug: the starvation clock starts at the
+/// first push, not at the first yield (a negative control).
+#[cfg(test)]
+pub(crate) type SlowYieldClockAtPush = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH, 0>;
+
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
 pub(crate) const SPIN_NEVER: u8 = 1;
@@ -52,6 +62,11 @@ pub(crate) const SPIN_ONE_WIDE_PING_PONG: u8 = 3;
 /// As `SPIN_ONE`, with a 20 µs starvation threshold (`QuickStarve`, tests
 /// only).
 pub(crate) const SPIN_ONE_QUICK_STARVE: u8 = 4;
+/// As `SPIN_ONE`, with 300 µs arrival yields (`SlowYield`, tests only).
+pub(crate) const SPIN_ONE_SLOW_YIELD: u8 = 5;
+/// As `SPIN_ONE_SLOW_YIELD`, with `Fault::ClockStartsAtPush`
+/// (`SlowYieldClockAtPush`, tests only).
+pub(crate) const SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH: u8 = 6;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -119,6 +134,11 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         _ => SpinPolicy::One,
     };
     const MAX_PASSES: u32 = MAX_PASSES;
+    const FAULT: super::Fault = if SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
+        super::Fault::ClockStartsAtPush
+    } else {
+        super::Fault::None
+    };
 
     #[inline(always)]
     fn spin_hint() {
@@ -130,6 +150,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn arrival_yield() -> bool {
+        if SPIN == SPIN_ONE_SLOW_YIELD || SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
+            std::thread::sleep(std::time::Duration::from_micros(300));
+            return true;
+        }
         let start = arch::ticks();
         std::thread::yield_now();
         arch::ticks().wrapping_sub(start)
@@ -229,6 +253,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         // run yet.
         arch::ticks().wrapping_sub(since)
             > arch::ns_to_ticks(Self::starving_ns(true)).saturating_mul(2)
+    }
+    #[inline]
+    fn starve_due(since: u64, backed_up: bool) -> bool {
+        arch::ticks().wrapping_sub(since) >= arch::ns_to_ticks(Self::starving_ns(backed_up))
     }
     #[inline]
     fn starve_deadline(since: u64, backed_up: bool) -> Option<std::time::Instant> {
