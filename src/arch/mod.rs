@@ -211,7 +211,7 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// shortened the longest waits (geomean 1.62 → 1.33 of the shortest peer's; 1.66 at 1 ms), but
 /// cost those cells' CPU per operation (`t16/cs1000` 0.66 → 0.79 of the
 /// cheapest peer's) and fairness at `t32/cs10000/think100000` (0.38,
-/// against 0.78 at 1 ms). In the full profile (README, benchmark section)
+/// against 0.78 at 1 ms). In the full profile (`benches/results/history-x86_64-amd-epyc.md`)
 /// 1 ms also cost throughput at 4-16 threads with 100 ns critical
 /// sections (`t8/cs100` 1.09 → 0.97) and, in that single run, at 32-64
 /// threads without think time. Three more interleaved runs of 2 and 1 ms
