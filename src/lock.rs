@@ -77,9 +77,9 @@ pub(crate) struct Node<P: Platform> {
     handed_lock: P::Cell<bool>,
     /// When this thread's starvation clock started in this `lock` call
     /// ([`Platform::now`] ticks): at its first yield or, if it did not
-    /// yield, its first push (see `start_clock`). It does not restart when
-    /// the thread sleeps again, so it measures how long the thread has been
-    /// kept waiting.
+    /// yield or that push found sleepers backed up, its first push (see
+    /// `start_clock`). It does not restart when the thread sleeps again, so
+    /// it measures how long the thread has been kept waiting.
     since: P::Cell<u64>,
     /// Set by the thread itself, owning the stack, when its timed sleep
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
@@ -367,7 +367,8 @@ impl<P: Platform> Lock<P> {
         // We have slept at least once.
         let mut slept = false;
         // Our starvation clock runs (`node.since` is set): since our first
-        // yield or, if we did not yield, our first push.
+        // yield or, if we did not yield or that push found sleepers backed
+        // up, our first push.
         let mut clocked = false;
         // We marked ourselves starving (`node.starved` is set).
         let mut marked = false;

@@ -150,7 +150,8 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
 /// A sleeper that has waited this long (since its starvation clock started
 /// in its `lock` call: its first yield, or its first push if it did not
-/// yield; [`STARVING_FEW_NS`] if its latest push found few sleepers) is
+/// yield or if that push found sleepers backed up; [`STARVING_FEW_NS`] if
+/// its latest push found few sleepers) is
 /// starving: its sleep times out, it marks itself and sets
 /// STARVING, and from then on unlocks hand the lock directly to the bottom
 /// sleeper while it has marked itself. Stack owners and spin-acquisition
@@ -243,10 +244,10 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// The most times a waiter that finds another thread spinning (or the lock
 /// in starvation mode) yields the CPU before it sleeps. It yields once in
 /// any case, and again only while
-/// its yields run other threads (see [`YIELD_BUSY_NS`]) and its
-/// starvation threshold ([`STARVING_FEW_NS`], or [`STARVING_NS`] with
-/// sleepers backed up) has not passed since its first yield (after that it
-/// sleeps and marks itself starving at once): on a CPU that
+/// its yields run other threads (see [`YIELD_BUSY_NS`]) and, while
+/// sleepers are not backed up, its starvation threshold
+/// ([`STARVING_FEW_NS`]) has not passed since its first yield (after that
+/// it sleeps and marks itself starving at once; see `lock::start_clock`): on a CPU that
 /// others want, a yielding waiter stays runnable and the scheduler shares
 /// the CPU between it and them, so it gets its turn at the lock when it
 /// next runs; a sleeping one waits for a wake, which under
@@ -352,7 +353,7 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 /// longest busy wait (a thread whose yields find nobody else runnable
 /// spins on `sched_yield` until the time is up), and a tenth of
 /// [`STARVING_NS`] (a waiter's starvation clock runs while it yields
-/// here: it starts at its first yield). Only that CPU has been measured; the
+/// here, unless its first push then finds sleepers backed up). Only that CPU has been measured; the
 /// time a hand-off takes to reach its recipient, which the value covers
 /// several times over, depends on the OS and the machine.
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
