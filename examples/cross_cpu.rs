@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example cross_cpu [-- [REPORT.md ...] [--out FILE]]
+//! cargo run --release --example cross_cpu -- --check
 //! ```
 //!
 //! Reads the Summary table of each per-CPU report that `bench_report` wrote
@@ -12,6 +13,11 @@
 //! peer in; the cells where it is on every CPU; and, per cell, each CPU's
 //! ratios and the worst of them. A tuning can win on one CPU and lose on
 //! another, so a cell counts as won only if it is won on every CPU.
+//!
+//! `--check` (run by `.ci/run`) writes nothing: it fails unless
+//! `benches/results/worst-across-cpus.md` is what the committed reports
+//! give and README.md holds its headline table as it stands, so neither
+//! can fall behind a report.
 //!
 //! The counts: throughput ratio ≥ 1.00 (as the report prints it); CPU per
 //! operation ≤ 1.00 of the cheapest peer's, in the cells without think
@@ -284,22 +290,79 @@ fn render(reports: &[Report], short: &[String]) -> String {
     md
 }
 
+/// The headline table of a rendered report: the lines between its
+/// `## Headline cells` heading and the next heading, blank ones left out.
+fn headline_table(md: &str) -> String {
+    let mut out = String::new();
+    for l in md
+        .lines()
+        .skip_while(|l| *l != "## Headline cells")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| !l.trim().is_empty())
+    {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// `--check`: whether the committed file and the README's table are
+/// current; prints what is not.
+fn check(md: &str, root: &Path) -> bool {
+    let mut ok = true;
+    let file = root.join("benches/results/worst-across-cpus.md");
+    let regenerate =
+        "cargo run --release --example cross_cpu -- --out benches/results/worst-across-cpus.md";
+    match std::fs::read_to_string(&file) {
+        Ok(committed) if committed == md => {
+            println!("ok: {} is what the reports give", file.display())
+        }
+        Ok(_) => {
+            eprintln!(
+                "FAIL: {} differs from what the reports give: run `{regenerate}`",
+                file.display()
+            );
+            ok = false;
+        }
+        Err(e) => {
+            eprintln!("FAIL: {}: {e}: run `{regenerate}`", file.display());
+            ok = false;
+        }
+    }
+    let table = headline_table(md);
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
+    if !table.is_empty() && readme.contains(&table) {
+        println!("ok: README.md holds the headline table");
+    } else {
+        eprintln!(
+            "FAIL: README.md does not hold the headline table of {}: copy it from there",
+            file.display()
+        );
+        ok = false;
+    }
+    ok
+}
+
 fn main() {
     let mut inputs: Vec<PathBuf> = Vec::new();
     let mut out: Option<PathBuf> = None;
+    let mut checking = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out = Some(args.next().expect("--out needs a file").into()),
+            "--check" => checking = true,
             "-h" | "--help" => {
-                eprintln!("usage: cross_cpu [REPORT.md ...] [--out FILE]");
+                eprintln!("usage: cross_cpu [REPORT.md ...] [--out FILE | --check]");
                 return;
             }
             _ => inputs.push(a.into()),
         }
     }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     if inputs.is_empty() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results");
+        let dir = root.join("benches/results");
         let rd = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
         inputs.extend(
@@ -329,6 +392,12 @@ fn main() {
         .map(|r| r.family.split_once('-').map_or(r.family.clone(), |(_, f)| f.to_string()))
         .collect();
     let md = render(&reports, &short);
+    if checking {
+        if !check(&md, &root) {
+            std::process::exit(1);
+        }
+        return;
+    }
     match out {
         Some(path) => {
             std::fs::write(&path, &md)

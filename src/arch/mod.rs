@@ -42,7 +42,14 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// Swept again over 1, 2 and 4 µs on the 2-core AMD EPYC VM (`benches/sweep.sh`,
 /// the seven key inline cells, `benches/results/sweep-x86_64-amd-epyc.md`): flat, spinbit's
 /// throughput within 5 % in six cells and within noise in the seventh; 2 µs
-/// best or tied in all seven.
+/// best or tied in all seven. Swept over 1, 2 and 4 µs on a 2-core Intel
+/// Xeon VM (family 6, model 207; the mutex of 63d9f64, one run per value,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): 4 µs cost `t8/cs0` (1.26
+/// → 1.06 of the fastest peer's throughput) and `t32/cs0` (1.05 → 0.97,
+/// fairness 0.64 → 0.11), 1 µs cost `t64/cs10000` (0.86 → 0.77); the other
+/// key cells moved within their run-to-run spread (the four runs at the
+/// defaults in that report) but `t2/cs0`, where 4 µs gave 30.7 Mops/s
+/// against 27.2-30.4. 2 µs is the best trade on both CPUs.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
 /// A thread that took a lock by spinning less than its ping-pong window
@@ -102,7 +109,12 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// 0.47-0.52). The sweep profile over 500 (no adaptation), 3000 and 10000,
 /// two runs each: spinbit's throughput ratio at `t2/cs0` 0.97 and 0.97,
 /// 1.00 and 0.83, 0.98 and 1.13; the other cells, the hand-offs included,
-/// within their run-to-run spread. Only that CPU has been measured.
+/// within their run-to-run spread. On a 2-core Intel Xeon VM (the sweep
+/// profile over 3000, 10000 and 30000, one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): flat, `t2/cs0` 26.3, 29.1
+/// and 29.4 Mops/s (27.2-30.4 in the four runs at the defaults),
+/// `handoff-inline/cs1000` 0.79, 0.74 and 0.79 (0.74-0.83), the other key
+/// cells within 2 %.
 pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
 /// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
@@ -124,7 +136,12 @@ pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 /// per value): 1000 ns 103-109, 1500 ns 116-117, 2000 ns 116-119 Mops/s at
 /// `t2/cs0`, the other six key cells within noise of each other; in an
 /// earlier build, 500 ns was too short (88, one run). 1.5 µs: inside the
-/// flat range, leaving a quarter of the budget for looks.
+/// flat range, leaving a quarter of the budget for looks. On a 2-core Intel
+/// Xeon VM (1000, 1500 and 2500 ns, one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): `t2/cs0` 25.8, 29.1 and
+/// 30.3 Mops/s (27.2-30.4 in the four runs at the defaults), the same
+/// direction as on the EPYC; `handoff-inline/cs1000` 0.79, 0.74 and 0.74
+/// (0.74-0.83); the other key cells within their spread.
 pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 
 /// The longest a spinner goes between two looks at the lock word: the
@@ -145,7 +162,12 @@ pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 /// 0.73-0.76 at 400 (usync 0.83-0.90 in the same runs; 0.71-0.74 with the
 /// 16-hint cap); `t2/cs0` 110-117 at all three; the other key cells within
 /// noise. 200 ns (7 hints there): in the flat range, and the longer side of
-/// it, where the Xeon measurement points.
+/// it, where the Xeon measurement points. Swept over 100, 200 and 400 ns on
+/// a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): flat,
+/// `handoff-inline/cs1000` 0.78, 0.83 and 0.77 Mops/s (0.74-0.83 in the
+/// four runs at the defaults), `t2/cs0` 27.5-30.4; `t32/cs0` 30.7 at
+/// 100 ns against 31.1-33.4; the other key cells within their spread.
 pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
 /// A sleeper that has waited this long (since its starvation clock started
