@@ -47,7 +47,7 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// `benches/results/sweep-x86_64-intel-xeon.md`): 4 µs cost `t8/cs0` (1.26
 /// → 1.06 of the fastest peer's throughput) and `t32/cs0` (1.05 → 0.97,
 /// fairness 0.64 → 0.11), 1 µs cost `t64/cs10000` (0.86 → 0.77); the other
-/// key cells moved within their run-to-run spread (the four runs at the
+/// key cells moved within their run-to-run spread (the seven runs at the
 /// defaults in that report) but `t2/cs0`, where 4 µs gave 30.7 Mops/s
 /// against 27.2-30.4. 2 µs is the best trade on both CPUs.
 pub(crate) const SPIN_NS: u64 = 2_000;
@@ -112,8 +112,8 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// within their run-to-run spread. On a 2-core Intel Xeon VM (the sweep
 /// profile over 3000, 10000 and 30000, one run each,
 /// `benches/results/sweep-x86_64-intel-xeon.md`): flat, `t2/cs0` 26.3, 29.1
-/// and 29.4 Mops/s (27.2-30.4 in the four runs at the defaults),
-/// `handoff-inline/cs1000` 0.79, 0.74 and 0.79 (0.74-0.83), the other key
+/// and 29.4 Mops/s (27.2-30.4 in the seven runs at the defaults),
+/// `handoff-inline/cs1000` 0.79, 0.74 and 0.79 (0.74-0.86), the other key
 /// cells within 2 %.
 pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
@@ -139,9 +139,9 @@ pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 /// flat range, leaving a quarter of the budget for looks. On a 2-core Intel
 /// Xeon VM (1000, 1500 and 2500 ns, one run each,
 /// `benches/results/sweep-x86_64-intel-xeon.md`): `t2/cs0` 25.8, 29.1 and
-/// 30.3 Mops/s (27.2-30.4 in the four runs at the defaults), the same
+/// 30.3 Mops/s (27.2-30.4 in the seven runs at the defaults), the same
 /// direction as on the EPYC; `handoff-inline/cs1000` 0.79, 0.74 and 0.74
-/// (0.74-0.83); the other key cells within their spread.
+/// (0.74-0.86); the other key cells within their spread.
 pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 
 /// The longest a spinner goes between two looks at the lock word: the
@@ -165,8 +165,8 @@ pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
 /// it, where the Xeon measurement points. Swept over 100, 200 and 400 ns on
 /// a 2-core Intel Xeon VM (one run each,
 /// `benches/results/sweep-x86_64-intel-xeon.md`): flat,
-/// `handoff-inline/cs1000` 0.78, 0.83 and 0.77 Mops/s (0.74-0.83 in the
-/// four runs at the defaults), `t2/cs0` 27.5-30.4; `t32/cs0` 30.7 at
+/// `handoff-inline/cs1000` 0.78, 0.83 and 0.77 Mops/s (0.74-0.86 in the
+/// seven runs at the defaults), `t2/cs0` 27.5-30.4; `t32/cs0` 30.7 at
 /// 100 ns against 31.1-33.4; the other key cells within their spread.
 pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 
@@ -240,6 +240,16 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// threads without think time. Three more interleaved runs of 2 and 1 ms
 /// (medians over six runs each): fairness geomean 0.82 → 0.90, longest
 /// wait 1.87 → 1.60, throughput 0.99 → 0.98, `t8/cs0` 1.11 → 1.00.
+/// Swept over 0.5, 1 and 2 ms on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): the same trade-off;
+/// 2 ms lifted `t32/cs1000` to 0.99 of the fastest peer (0.89-0.92 in the
+/// seven runs at the defaults) at fairness 0.71 (0.73 at 1 ms) and
+/// `t16/cs1000` to 1.00 (0.95-1.03) at 0.41 (0.48), and cost `t8/cs1000`
+/// (1.12 → 1.00; 1.04-1.12 at the defaults) and the longest waits at 16
+/// threads; 0.5 ms raised fairness at 8-16
+/// threads with critical sections (`t16/cs1000` 0.69) and cost
+/// `t64/cs10000` (0.88 → 0.81). One run per value on one CPU: a lead
+/// for a threshold that adapts, not grounds for another constant.
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
 /// How long a sleeper that has just marked itself starving spins (spin
@@ -261,6 +271,11 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 /// 0.88). 20 µs against 10 µs with the yield rule (ninth section there,
 /// three runs each): throughput within the spread but `t64/cs10000` (0.67
 /// against 0.74), fairness lower in most cells with critical sections.
+/// Swept over 5, 10 and 20 µs on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): flat, every key cell's
+/// throughput within its spread in the seven runs at the defaults. There
+/// this wait takes 6 % of the CPU time at `t64/cs1000` (`perf record`;
+/// README, Benchmarks).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
@@ -291,7 +306,14 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// 1, 4, 8 and 16 (`benches/sweep.sh`, seventh section of
 /// `benches/results/sweep-x86_64-amd-epyc.md`): the fairness gains at
 /// 16-64 threads are there from 4 on, 16 costs the 8-thread cells more
-/// (`t8/cs0` CPU per operation 1.00 of the cheapest peer's).
+/// (`t8/cs0` CPU per operation 1.00 of the cheapest peer's). Swept over
+/// 2, 8 and 16 on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon.md`): 2 costs the 64-thread
+/// cells (`t64/cs10000` 0.87 → 0.57 of the fastest peer's throughput,
+/// `t64/cs0` 1.05 → 0.92) and lifted `t16/cs0` (1.05 → 1.25; 1.01-1.06 in
+/// the seven runs at the defaults); 16 lifted `t64/cs1000` (0.90 → 0.97;
+/// 0.86-0.90) and cost `t64/cs0` (0.99; 1.03-1.08) and `t16/cs0` (1.02).
+/// Single runs: no value is best in every cell on that CPU either.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
 /// A waiter's yield that took at least this long ran other threads, so the
