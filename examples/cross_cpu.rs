@@ -29,6 +29,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+// Only `f_sig` is used here.
+#[allow(dead_code)]
+#[path = "common/report.rs"]
+mod report;
+use report::f_sig;
 
 /// The cells of the README's headline table, in its order.
 const HEADLINE: &[&str] = &[
@@ -71,10 +78,15 @@ struct Report {
     order: Vec<String>,
 }
 
-/// The leading number of a table entry: `0.95 (pthread)` is 0.95; `-` and
-/// an empty entry are NaN.
-fn number(s: &str) -> f64 {
-    s.split_whitespace().next().and_then(|t| t.parse().ok()).unwrap_or(f64::NAN)
+/// The leading number of a table entry: `0.95 (pthread)` is 0.95, `-` (no
+/// figure) is NaN; anything else is an error, so that a change of the
+/// reports' format cannot empty the counts unnoticed.
+fn number(s: &str) -> Result<f64, String> {
+    match s.split_whitespace().next() {
+        Some("-") => Ok(f64::NAN),
+        Some(t) => t.parse().map_err(|_| format!("`{s}` is not a number")),
+        None => Err("an empty entry".into()),
+    }
 }
 
 /// The value of a `| key | value |` row of the report's Machine table.
@@ -100,22 +112,31 @@ fn load(path: &Path) -> Result<Option<Report>, String> {
     let (c_cell, c_thr, c_cpu) = (col("cell")?, col("throughput ratio")?, col("CPU/op ratio")?);
     let (c_fair, c_fairest, c_max) =
         (col("fairness spinbit")?, col("fairest peer")?, col("max ratio")?);
+    if !lines.next().is_some_and(|l| l.starts_with("|---")) {
+        return Err(bad("no separator row under the Summary header"));
+    }
     let mut cells = BTreeMap::new();
     let mut order = Vec::new();
-    for l in lines.skip(1).take_while(|l| l.starts_with('|')) {
+    for l in lines.take_while(|l| l.starts_with('|')) {
         let f: Vec<&str> = l.split('|').map(str::trim).collect();
         if f.len() != header.len() {
             return Err(bad(&format!("a Summary row with {} columns: {l}", f.len())));
         }
         let cell = f[c_cell].trim_matches('`').to_string();
+        let num = |c: usize| number(f[c]).map_err(|e| bad(&format!("`{cell}`: {e}")));
         let r = Ratios {
-            throughput: number(f[c_thr]),
-            cpu: number(f[c_cpu]),
-            fairness: (number(f[c_fair]), number(f[c_fairest])),
-            max: number(f[c_max]),
+            throughput: num(c_thr)?,
+            cpu: num(c_cpu)?,
+            fairness: (num(c_fair)?, num(c_fairest)?),
+            max: num(c_max)?,
         };
         order.push(cell.clone());
-        cells.insert(cell, r);
+        if cells.insert(cell, r).is_some() {
+            return Err(bad(&format!("`{}` twice in the Summary", order.last().unwrap())));
+        }
+    }
+    if cells.is_empty() {
+        return Err(bad("an empty Summary table"));
     }
     let family = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_string();
     Ok(Some(Report {
@@ -156,36 +177,29 @@ fn wins(cell: &str, r: &Ratios) -> [Option<bool>; 4] {
 
 const METRICS: [&str; 4] = ["throughput", "CPU/op (no think time)", "fairness", "max wait"];
 
-fn f2(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-/// The CPU whose value is worst for spinbit, and that value: the lowest
+/// The index of the CPU whose value is worst for spinbit: the lowest
 /// `key` if `low_is_worse`, else the highest; CPUs without the figure are
 /// left out.
-fn worst<'a>(
-    per_cpu: &[(&'a str, Ratios)],
-    key: impl Fn(&Ratios) -> f64,
-    low_is_worse: bool,
-) -> Option<(&'a str, f64)> {
-    per_cpu.iter().map(|(n, r)| (*n, key(r))).filter(|(_, v)| v.is_finite()).reduce(|a, b| {
-        let b_worse = if low_is_worse { b.1 < a.1 } else { b.1 > a.1 };
-        if b_worse { b } else { a }
-    })
+fn worst(per_cpu: &[Ratios], key: impl Fn(&Ratios) -> f64, low_is_worse: bool) -> Option<usize> {
+    per_cpu
+        .iter()
+        .map(&key)
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .reduce(|a, b| {
+            let b_worse = if low_is_worse { b.1 < a.1 } else { b.1 > a.1 };
+            if b_worse { b } else { a }
+        })
+        .map(|(i, _)| i)
 }
 
-/// spinbit's fairness over the fairest peer's (above 1: spinbit is fairer).
+/// spinbit's fairness over the fairest peer's (above 1: spinbit is fairer);
+/// NaN if either figure is missing.
 fn fair_ratio(r: &Ratios) -> f64 {
     let (s, p) = r.fairness;
-    if p > 0.0 {
+    if s.is_nan() || p.is_nan() {
+        f64::NAN
+    } else if p > 0.0 {
         s / p
     } else if s >= p {
         1.0
@@ -204,8 +218,11 @@ fn render(reports: &[Report], short: &[String]) -> String {
          counted. A cell counts as won only if it is won on every CPU; the tables give the \
          worst CPU's ratio.\n"
     );
-    let _ =
-        writeln!(md, "| report | CPU | commit | cells with 2+ threads | {} |", METRICS.join(" | "));
+    let _ = writeln!(
+        md,
+        "| report | CPU | commit | cells with 2+ threads in every report | {} |",
+        METRICS.join(" | ")
+    );
     let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|---:|");
     // The cells every report has, in the first report's order.
     let common: Vec<&String> = reports[0]
@@ -249,6 +266,18 @@ fn render(reports: &[Report], short: &[String]) -> String {
     }
     let counts: Vec<String> = (0..4).map(|i| format!("{} of {}", every[i], of[i])).collect();
     let _ = writeln!(md, "| **every CPU** | | | {} | {} |\n", common.len(), counts.join(" | "));
+    // Cells with 2+ threads that some report lacks: named, not counted.
+    let mut missing: Vec<&String> = reports
+        .iter()
+        .flat_map(|r| r.order.iter())
+        .filter(|c| threads(c).is_some_and(|t| t >= 2) && !common.contains(c))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.iter().map(|c| format!("`{c}`")).collect();
+        let _ = writeln!(md, "Not in every report, so left out: {}.\n", names.join(", "));
+    }
     let table = |md: &mut String, cells: &[&String]| {
         let _ = writeln!(
             md,
@@ -258,25 +287,22 @@ fn render(reports: &[Report], short: &[String]) -> String {
         );
         let _ = writeln!(md, "|---|---|---|---|---|");
         for c in cells {
-            let per_cpu: Vec<(&str, Ratios)> =
-                reports.iter().zip(short).map(|(r, s)| (s.as_str(), r.cells[*c])).collect();
-            let each = |key: &dyn Fn(&Ratios) -> String| {
-                per_cpu.iter().map(|(_, r)| key(r)).collect::<Vec<_>>().join(", ")
+            let per_cpu: Vec<Ratios> = reports.iter().map(|r| r.cells[*c]).collect();
+            let each = |show: &dyn Fn(&Ratios) -> String| {
+                per_cpu.iter().map(show).collect::<Vec<_>>().join(", ")
             };
             let w = |key: &dyn Fn(&Ratios) -> f64, low: bool, show: &dyn Fn(&Ratios) -> String| {
                 match worst(&per_cpu, key, low) {
-                    Some((n, _)) => {
-                        let r = per_cpu.iter().find(|(m, _)| *m == n).unwrap().1;
-                        format!("**{}** {n} ({})", show(&r), each(show))
-                    }
+                    Some(i) => format!("**{}** {} ({})", show(&per_cpu[i]), short[i], each(show)),
                     None => "-".into(),
                 }
             };
-            let thr = w(&|r| r.throughput, true, &|r| f2(r.throughput));
-            let cpu = w(&|r| r.cpu, false, &|r| f2(r.cpu));
-            let fair =
-                w(&fair_ratio, true, &|r| format!("{}/{}", f2(r.fairness.0), f2(r.fairness.1)));
-            let max = w(&|r| r.max, false, &|r| f2(r.max));
+            let thr = w(&|r| r.throughput, true, &|r| f_sig(r.throughput));
+            let cpu = w(&|r| r.cpu, false, &|r| f_sig(r.cpu));
+            let fair = w(&fair_ratio, true, &|r| {
+                format!("{}/{}", f_sig(r.fairness.0), f_sig(r.fairness.1))
+            });
+            let max = w(&|r| r.max, false, &|r| f_sig(r.max));
             let _ = writeln!(md, "| `{c}` | {thr} | {cpu} | {fair} | {max} |");
         }
         let _ = writeln!(md);
@@ -344,7 +370,7 @@ fn check(md: &str, root: &Path) -> bool {
     ok
 }
 
-fn main() {
+fn main() -> ExitCode {
     let mut inputs: Vec<PathBuf> = Vec::new();
     let mut out: Option<PathBuf> = None;
     let mut checking = false;
@@ -355,10 +381,14 @@ fn main() {
             "--check" => checking = true,
             "-h" | "--help" => {
                 eprintln!("usage: cross_cpu [REPORT.md ...] [--out FILE | --check]");
-                return;
+                return ExitCode::SUCCESS;
             }
             _ => inputs.push(a.into()),
         }
+    }
+    if checking && out.is_some() {
+        eprintln!("cross_cpu: --check writes nothing; leave out --out");
+        return ExitCode::FAILURE;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     if inputs.is_empty() {
@@ -378,13 +408,13 @@ fn main() {
             Ok(None) => {}
             Err(e) => {
                 eprintln!("cross_cpu: {e}");
-                std::process::exit(1);
+                return ExitCode::FAILURE;
             }
         }
     }
     if reports.is_empty() {
         eprintln!("cross_cpu: no per-CPU report (a `## Summary: spinbit / best peer` table) found");
-        std::process::exit(1);
+        return ExitCode::FAILURE;
     }
     // Short names for the columns: the family without the architecture.
     let short: Vec<String> = reports
@@ -393,10 +423,7 @@ fn main() {
         .collect();
     let md = render(&reports, &short);
     if checking {
-        if !check(&md, &root) {
-            std::process::exit(1);
-        }
-        return;
+        return if check(&md, &root) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
     }
     match out {
         Some(path) => {
@@ -406,4 +433,5 @@ fn main() {
         }
         None => print!("{md}"),
     }
+    ExitCode::SUCCESS
 }

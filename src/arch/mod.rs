@@ -44,12 +44,14 @@ pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 /// throughput within 5 % in six cells and within noise in the seventh; 2 µs
 /// best or tied in all seven. Swept over 1, 2 and 4 µs on a 2-core Intel
 /// Xeon VM (family 6, model 207; the mutex of 63d9f64, one run per value,
-/// `benches/results/sweep-x86_64-intel-xeon.md`): 4 µs cost `t8/cs0` (1.26
-/// → 1.06 of the fastest peer's throughput) and `t32/cs0` (1.05 → 0.97,
-/// fairness 0.64 → 0.11), 1 µs cost `t64/cs10000` (0.86 → 0.77); the other
-/// key cells moved within their run-to-run spread (the seven runs at the
-/// defaults in that report) but `t2/cs0`, where 4 µs gave 30.7 Mops/s
-/// against 27.2-30.4. 2 µs is the best trade on both CPUs.
+/// `benches/results/sweep-x86_64-intel-xeon.md`; the spread is that of the
+/// seven runs at the defaults there): a trade, no value best everywhere.
+/// 4 µs cost `t4/cs0` (1.42 → 1.15 of the fastest peer's throughput),
+/// `t8/cs0` (1.26 → 1.06), `t32/cs0` (1.05 → 0.97, fairness 0.64 → 0.11)
+/// and `t8/cs1000` (0.97 against 1.04-1.12), and lifted `t2/cs0` (30.7
+/// Mops/s against 27.2-30.4); 1 µs lifted `t16/cs0` (1.13 against
+/// 1.01-1.06) and `t64/cs0` (34.2 Mops/s against 31.4-32.9) and cost
+/// `t64/cs10000` (0.86 → 0.77) and `handoff-inline/cs0` (0.89).
 pub(crate) const SPIN_NS: u64 = 2_000;
 
 /// A thread that took a lock by spinning less than its ping-pong window
@@ -114,7 +116,8 @@ pub(crate) const PING_PONG_NS: u64 = 500;
 /// `benches/results/sweep-x86_64-intel-xeon.md`): flat, `t2/cs0` 26.3, 29.1
 /// and 29.4 Mops/s (27.2-30.4 in the seven runs at the defaults),
 /// `handoff-inline/cs1000` 0.79, 0.74 and 0.79 (0.74-0.86), the other key
-/// cells within 2 %.
+/// cells within their spread but `handoff-inline/cs0` at 30 µs (4.10
+/// Mops/s against 4.23-5.77).
 pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
 /// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
@@ -245,10 +248,10 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// 2 ms lifted `t32/cs1000` to 0.99 of the fastest peer (0.89-0.92 in the
 /// seven runs at the defaults) at fairness 0.71 (0.73 at 1 ms) and
 /// `t16/cs1000` to 1.00 (0.95-1.03) at 0.41 (0.48), and cost `t8/cs1000`
-/// (1.12 → 1.00; 1.04-1.12 at the defaults) and the longest waits at 16
-/// threads; 0.5 ms raised fairness at 8-16
-/// threads with critical sections (`t16/cs1000` 0.69) and cost
-/// `t64/cs10000` (0.88 → 0.81). One run per value on one CPU: a lead
+/// (1.12 → 1.00; 1.04-1.12 at the defaults) and the longest wait at
+/// `t16/cs1000` (1.97 → 2.98 of the shortest peer's); 0.5 ms raised
+/// fairness at `t16/cs1000` (0.69) but not at `t8/cs100` (0.75 → 0.64),
+/// and cost `t64/cs10000` (0.88 → 0.81). One run per value on one CPU: a lead
 /// for a threshold that adapts, not grounds for another constant.
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
@@ -273,7 +276,9 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 /// against 0.74), fairness lower in most cells with critical sections.
 /// Swept over 5, 10 and 20 µs on a 2-core Intel Xeon VM (one run each,
 /// `benches/results/sweep-x86_64-intel-xeon.md`): flat, every key cell's
-/// throughput within its spread in the seven runs at the defaults. There
+/// throughput within its spread in the seven runs at the defaults but two
+/// at 20 µs (`t16/cs0` 32.4 Mops/s against 30.0-31.8, `t64/cs100` 7.41
+/// against 7.00-7.26). There
 /// this wait takes 6 % of the CPU time at `t64/cs1000` (`perf record`;
 /// README, Benchmarks).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
@@ -312,7 +317,8 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// cells (`t64/cs10000` 0.87 → 0.57 of the fastest peer's throughput,
 /// `t64/cs0` 1.05 → 0.92) and lifted `t16/cs0` (1.05 → 1.25; 1.01-1.06 in
 /// the seven runs at the defaults); 16 lifted `t64/cs1000` (0.90 → 0.97;
-/// 0.86-0.90) and cost `t64/cs0` (0.99; 1.03-1.08) and `t16/cs0` (1.02).
+/// 0.86-0.90) and `t64/cs100` (1.06; 0.93-0.95) and cost `t64/cs0` (0.99;
+/// 1.03-1.08).
 /// Single runs: no value is best in every cell on that CPU either.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
