@@ -256,11 +256,12 @@ fn render(reports: &[Report], short: &[String]) -> String {
     let mut every = [0usize; 4];
     let mut of = [0usize; 4];
     for c in &common {
+        let per_cpu: Vec<[Option<bool>; 4]> =
+            reports.iter().map(|r| wins(c, &r.cells[*c])).collect();
         for i in 0..4 {
-            let w: Vec<Option<bool>> = reports.iter().map(|r| wins(c, &r.cells[*c])[i]).collect();
-            if w.iter().all(Option::is_some) {
+            if per_cpu.iter().all(|w| w[i].is_some()) {
                 of[i] += 1;
-                every[i] += usize::from(w.iter().all(|x| *x == Some(true)));
+                every[i] += usize::from(per_cpu.iter().all(|w| w[i] == Some(true)));
             }
         }
     }
