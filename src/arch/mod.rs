@@ -85,7 +85,11 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// the fastest peer (its runs no longer fall into a lower band, where
 /// batches outlast the window and the pair trades the lock) and drops
 /// `handoff-inline/cs1000` from 0.97-1.00 to 0.64; no constant serves both,
-/// hence the adaptive window.
+/// hence the adaptive window. Swept over 250, 500 and 1000 ns on a 2-core
+/// Intel Xeon VM (one run each, `benches/results/sweep-x86_64-intel-xeon-2.md`):
+/// flat, every key cell within 5 % of its spread in the six runs at the
+/// defaults (`handoff-inline/cs10000` 0.039 Mops/s at 1000 ns against
+/// 0.041-0.043).
 pub(crate) const PING_PONG_NS: u64 = 500;
 
 /// The widest a thread's ping-pong window grows; [`PING_PONG_NS`] is its
@@ -214,6 +218,11 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// three runs each): the same trade-off, 1 ms raising fairness at 4-16
 /// threads (`t4/cs0` 0.70 → 0.96) and costing `t32/cs10000/think100000`
 /// 0.94 → 0.73 and `t64/cs10000` 0.92 → 0.85 of the fastest peer's.
+/// Swept over 1, 2 and 4 ms on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon-2.md`; the spread is that of the six runs at the
+/// defaults there): flat, no key cell's throughput more than 4 % beyond
+/// its spread (the most: `fair-inline/t8/cs0` 30.3 Mops/s at 1 ms against
+/// 27.0-29.2).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
@@ -336,7 +345,12 @@ pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 /// threads (`t8/cs0` 0.56-0.59 of the cheapest peer's against 0.88) by
 /// letting those threads sleep, and lose the fairness and the short
 /// longest wait that the yields bought there (`t8/cs0` fairness 0.49-0.65
-/// of the fairest peer's against 0.82; `t16/cs0` 0.42 at 20 µs).
+/// of the fairest peer's against 0.82; `t16/cs0` 0.42 at 20 µs). Swept
+/// over 2, 5 and 10 µs on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon-2.md`): 2 µs cost `t8/cs0` (31.7 Mops/s, 0.99
+/// of the fastest peer, against 39.1-39.7 in the six runs at the
+/// defaults), as on the EPYC; 10 µs cost it less (37.8) and lost fairness
+/// at `t16/cs0` (0.48 against 0.81 at 5 µs).
 pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
@@ -372,8 +386,15 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 /// `t64/cs1000` 0.99 → 0.94) and CPU per operation (`t32/cs100` 0.80 →
 /// 1.07); 8 per CPU loses the fairness at 32 threads again (0.48-0.51).
 /// Before pushes counted (eleventh section), 1 per CPU was best, as the
-/// flag was seldom set at all. Only 2-CPU machines have been measured: how
-/// the rule scales with the number of CPUs is untested.
+/// flag was seldom set at all. Swept over 2, 4 and 8 on a 2-core Intel
+/// Xeon VM (one run each, `benches/results/sweep-x86_64-intel-xeon-2.md`; the spread
+/// is that of the six runs at the defaults there): 2 per CPU lifted the
+/// 32-64-thread cells with 100 ns-1 µs critical sections (`t32/cs100`
+/// 8.04 Mops/s against 7.42-7.67, `t64/cs100` 7.50 against 6.91-7.35,
+/// `t64/cs1000` 0.77 against 0.71-0.76) and cost `t16/cs1000` (0.78
+/// against 0.80-0.84), the cell it cost on the EPYC too; 8 per CPU cost
+/// `t64/cs1000` (0.70) and `t32/cs100` (7.17). Only 2-CPU machines have
+/// been measured: how the rule scales with the number of CPUs is untested.
 pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 
 /// How long after its `unlock_fair` handed the lock to a sleeper a thread
@@ -403,9 +424,14 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 /// longest busy wait (a thread whose yields find nobody else runnable
 /// spins on `sched_yield` until the time is up), and a tenth of
 /// [`STARVING_NS`] (a waiter's starvation clock runs while it yields
-/// here, unless its first push then finds sleepers backed up). Only that CPU has been measured; the
-/// time a hand-off takes to reach its recipient, which the value covers
-/// several times over, depends on the OS and the machine.
+/// here, unless its first push then finds sleepers backed up). The time a
+/// hand-off takes to reach its recipient, which the value covers several
+/// times over, depends on the OS and the machine. Swept over 100, 200 and
+/// 400 µs on a 2-core Intel Xeon VM (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon-2.md`): the same shape, `fair-inline/t8/cs1000`
+/// 0.13, 0.41 and 0.61 Mops/s at fairness 0.81, 0.89 and 0.51;
+/// `handoff-inline/cs1000` 0.73, 0.77 and 0.82 (0.75-0.80 in the six runs
+/// at the defaults); the other key cells within 3 % of their spread.
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 
 /// How many times an unlock in starvation mode yields its CPU right after
@@ -429,8 +455,12 @@ pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 /// of the fastest peer to 0.97-0.98 and no other cell beyond its spread.
 /// Yielding after the hand-offs of `unlock_fair` as well gave no
 /// measurable change (`fair` 8 threads, 1 µs: 0.70-0.75 Mops/s against
-/// 0.67-0.73) and is not done. Only that CPU has been measured; see the
-/// seventeenth sweep in `benches/results/sweep-x86_64-amd-epyc.md`.
+/// 0.67-0.73) and is not done. See the seventeenth sweep in
+/// `benches/results/sweep-x86_64-amd-epyc.md`. On a 2-core Intel Xeon VM
+/// (values 0 and 1, one run each, `benches/results/sweep-x86_64-intel-xeon-2.md`): the
+/// same, 0 moved `t32/cs10000/think100000` to 0.92 of the fastest peer
+/// (0.98-0.99 in the six runs at the defaults) and no other key cell more
+/// than 5 % beyond its spread.
 pub(crate) const STARVING_HAND_OFF_YIELDS: u64 = 1;
 
 /// A tuning constant that the `tuning` feature lets the environment
