@@ -231,11 +231,14 @@ fn render(reports: &[Report], short: &[String]) -> String {
         .filter(|c| threads(c).is_some_and(|t| t >= 2))
         .filter(|c| reports.iter().all(|r| r.cells.contains_key(*c)))
         .collect();
-    for r in reports {
+    // Each cell's goals on each CPU, in `common`'s order and `reports`'.
+    let goals: Vec<Vec<[Option<bool>; 4]>> =
+        common.iter().map(|c| reports.iter().map(|r| wins(c, &r.cells[*c])).collect()).collect();
+    for (k, r) in reports.iter().enumerate() {
         let mut n = [0usize; 4];
         let mut of = [0usize; 4];
-        for c in &common {
-            for (i, w) in wins(c, &r.cells[*c]).iter().enumerate() {
+        for per_cpu in &goals {
+            for (i, w) in per_cpu[k].iter().enumerate() {
                 if let Some(w) = w {
                     of[i] += 1;
                     n[i] += usize::from(*w);
@@ -255,9 +258,7 @@ fn render(reports: &[Report], short: &[String]) -> String {
     }
     let mut every = [0usize; 4];
     let mut of = [0usize; 4];
-    for c in &common {
-        let per_cpu: Vec<[Option<bool>; 4]> =
-            reports.iter().map(|r| wins(c, &r.cells[*c])).collect();
+    for per_cpu in &goals {
         for i in 0..4 {
             if per_cpu.iter().all(|w| w[i].is_some()) {
                 of[i] += 1;
