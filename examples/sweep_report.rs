@@ -351,10 +351,26 @@ fn main() {
         if let Some(d) = default {
             let _ = writeln!(out, "Default (in the source): {d}.");
         }
+        // Values in order, each once; a value given more than once was
+        // swept in several invocations (each writes one file per value).
+        let mut values: Vec<&str> = Vec::new();
+        for p in &pts {
+            if !values.contains(&p.value.as_str()) {
+                values.push(&p.value);
+            }
+        }
+        let runs = pts.len() / values.len();
+        let per_value = if pts.len() == values.len() {
+            "one run per value".to_string()
+        } else if runs * values.len() == pts.len() {
+            format!("{runs} runs per value, one invocation each, their files kept apart")
+        } else {
+            format!("{} runs of {} values, their files kept apart", pts.len(), values.len())
+        };
         let _ = writeln!(
             out,
-            "Command: `benches/sweep.sh {constant} {}`: one run per value, e.g. `{}`.\n",
-            pts.iter().map(|p| p.value.as_str()).collect::<Vec<_>>().join(" "),
+            "Command: `benches/sweep.sh {constant} {}`: {per_value}, e.g. `{}`.\n",
+            values.join(" "),
             pts[0].meta.str("command"),
         );
         // Cells in the first point's order.

@@ -361,7 +361,12 @@ pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 /// Swept over 62.5 µs, 250 µs and 1 ms on the 2-core AMD EPYC VM
 /// (`benches/sweep.sh`, `benches/results/sweep-x86_64-amd-epyc.md`): flat within noise
 /// (1 ms 10 % lower at t32/cs1000 in one run); 250 µs best in five of the
-/// seven key cells.
+/// seven key cells. Swept over the same values on a 2-core Intel Xeon VM
+/// (two runs per value, `benches/results/sweep-x86_64-intel-xeon-3.md`):
+/// flat, every key cell's throughput spread within the peers' run-to-run
+/// spread but `t64/cs10000` (0.070-0.078 Mops/s at 62.5 µs, 0.071-0.073 at
+/// 250 µs, 0.069-0.070 at 1 ms), whose two runs at 62.5 µs bracket the
+/// others.
 pub(crate) const LOOK_NS: u64 = 250_000;
 
 /// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
