@@ -44,7 +44,8 @@
 //! other bits; a spinner that paused first watches a free lock for one look
 //! gap, below); else try to set `SPINNING` and, if that succeeds, spin for the
 //! spin budget, yield the CPU once, and look again; if another thread spins,
-//! yield the CPU and look again (on arrival only: once, and up to 8 times
+//! yield the CPU and look again (on arrival, and after a wake past the
+//! spinner that handed it nothing, below: once, and up to 8 times
 //! in all while each yield runs other threads and, unless sleepers are
 //! backed up, the waiter's starvation threshold has not passed); else sleep: link a node to
 //! the current head and, in one CAS that only succeeds while `LOCKED` is still

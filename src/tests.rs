@@ -408,7 +408,8 @@ fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 /// What a contended run fell short of: parking, spinning and waking must
 /// each have happened at least `min` times, yielding before a sleep and
 /// waking past the spinner (more than 2 sleepers, the test builds'
-/// `backlog_sleepers`) a quarter as often, and yielding again (the previous
+/// `backlog_sleepers`) and renewing the arrival yields after such a wake a
+/// quarter as often, and yielding again (the previous
 /// yield ran other threads) and counting the stack on a push beside a
 /// spinner a twentieth as often.
 fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
@@ -433,6 +434,9 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     }
     if events.get(Event::CountedOnPush) < min.div_ceil(20) {
         short.push("CountedOnPush");
+    }
+    if events.get(Event::YieldsRenewed) < min.div_ceil(4) {
+        short.push("YieldsRenewed");
     }
     short
 }
@@ -630,7 +634,15 @@ fn contended_without_spinning() {
     let events = contend_until::<NoSpin>("contended_without_spinning", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
         short.retain(|&s| {
-            !matches!(s, "Spun" | "Yielded" | "YieldedAgain" | "WokePastSpinner" | "CountedOnPush")
+            !matches!(
+                s,
+                "Spun"
+                    | "Yielded"
+                    | "YieldedAgain"
+                    | "WokePastSpinner"
+                    | "CountedOnPush"
+                    | "YieldsRenewed"
+            )
         });
         short
     });
@@ -645,7 +657,10 @@ fn contended_when_every_waiter_spins() {
     let events = contend_until::<AllSpin>("contended_when_every_waiter_spins", |e| {
         let mut short = shortfall(e, MIN_EVENTS);
         short.retain(|&s| {
-            !matches!(s, "Yielded" | "YieldedAgain" | "WokePastSpinner" | "CountedOnPush")
+            !matches!(
+                s,
+                "Yielded" | "YieldedAgain" | "WokePastSpinner" | "CountedOnPush" | "YieldsRenewed"
+            )
         });
         short
     });
@@ -1022,7 +1037,8 @@ fn an_uncontended_run_fails_the_slow_path_check() {
             "Yielded",
             "YieldedAgain",
             "WokePastSpinner",
-            "CountedOnPush"
+            "CountedOnPush",
+            "YieldsRenewed"
         ],
         "{events:?}"
     );

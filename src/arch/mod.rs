@@ -293,7 +293,9 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
-/// in starvation mode) yields the CPU before it sleeps. It yields once in
+/// in starvation mode) yields the CPU before it sleeps, on arrival and
+/// again after each wake past the spinner that handed it nothing (see
+/// `Lock::wait`). It yields once in
 /// any case, and again only while
 /// its yields run other threads (see [`YIELD_BUSY_NS`]) and, while
 /// sleepers are not backed up, its starvation threshold

@@ -427,8 +427,11 @@ pub(crate) enum Event {
     /// A waiter's arrival yields outlasted its starvation threshold, and
     /// it stopped yielding to sleep (and mark itself) at once.
     YieldsOutlastedThreshold,
+    /// A thread woken with neither the lock nor SPINNING (past the
+    /// spinner) renewed its arrival yields before sleeping again.
+    YieldsRenewed,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::YieldsOutlastedThreshold as usize + 1;
+pub(crate) const EVENTS: usize = Event::YieldsRenewed as usize + 1;
