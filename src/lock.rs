@@ -605,7 +605,11 @@ impl<P: Platform> Lock<P> {
                     // within their spread; the cell filtered, two runs
                     // each, `t32/cs10000` 0.070-0.073 → 0.085-0.087 Mops/s,
                     // `t16/cs10000` 0.082 → 0.084-0.085, 4-8 threads and
-                    // think-time cells unchanged. The
+                    // think-time cells unchanged. In the full profile's
+                    // 400 ms windows `t64/cs10000` ran at 0.87 of the
+                    // fastest peer with and without it, `t32/cs10000`
+                    // 0.85 → 0.88 (`benches/results/history-x86_64-intel-xeon.md`).
+                    // The
                     // starvation clock keeps running: once it has passed
                     // the threshold, the next sleep marks us at once.
                     if !spinner && P::SPIN == SpinPolicy::One {

@@ -854,6 +854,15 @@ fn an_uncontended_run_fails_the_starvation_check() {
     );
 }
 
+/// Whether `SPINBIT_DIAG_MACHINE_BACKLOG=1` asks the test build to back
+/// sleepers up at the machine's threshold (`arch::BACKLOG_PER_CPU` per
+/// CPU, as in the benchmarks) instead of at 2 sleepers. Read once.
+pub(crate) fn machine_backlog() -> bool {
+    static MACHINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MACHINE
+        .get_or_init(|| std::env::var_os("SPINBIT_DIAG_MACHINE_BACKLOG").is_some_and(|v| v == "1"))
+}
+
 /// A measurement, not a pass/fail test (it checks only mutual exclusion);
 /// run it by hand, on a quiet machine:
 ///
@@ -878,6 +887,11 @@ fn an_uncontended_run_fails_the_starvation_check() {
 /// short critical sections several times over (2 threads, no critical
 /// section, 2-core AMD EPYC VM at 2508836: about 9 Mops/s timed, 71-147
 /// untimed, the benchmark's regime).
+/// `SPINBIT_DIAG_MACHINE_BACKLOG=1` backs sleepers up at the benchmarks'
+/// threshold, `arch::BACKLOG_PER_CPU` per CPU, instead of the test
+/// builds' 2 sleepers (with 8 threads on 2 CPUs the stack then never backs
+/// up, as in the benchmark; at 2 it nearly always does).
+///
 /// `SPINBIT_DIAG_UNTIMED=1` leaves the timing out (and the empty critical
 /// section's clock read), so that the events are those of the benchmark's
 /// regime; the longest `lock()` is then not reported.
