@@ -592,26 +592,19 @@ impl<P: Platform> Lock<P> {
                     // Woken past the spinner (sleepers were backed up),
                     // handed neither the lock nor SPINNING: we may yield
                     // again before we sleep, as on arrival. The wake
-                    // already cost a system call and a context switch, and
-                    // a thread that sleeps again at once (its arrival
-                    // yields spent) leaves the stack as backed up as it
-                    // was; one that stays runnable takes the lock when it
-                    // next finds it free. 2-core Intel Xeon VM, builds
-                    // without and with the renewal alternating: sweep
-                    // profile (two runs each, twice), `t64/cs10000` 0.71,
-                    // 0.74, 0.78 and 0.80 of the fastest peer's throughput
-                    // without it, 0.88, 0.89, 0.90 and 0.90 with it
-                    // (fairness 0.51-0.60 → 0.60-0.74), the other key cells
-                    // within their spread; the cell filtered, two runs
-                    // each, `t32/cs10000` 0.070-0.073 → 0.085-0.087 Mops/s,
-                    // `t16/cs10000` 0.082 → 0.084-0.085, 4-8 threads and
-                    // think-time cells unchanged. In the full profile's
-                    // 400 ms windows `t64/cs10000` ran at 0.87 of the
-                    // fastest peer with and without it, `t32/cs10000`
-                    // 0.85 → 0.88 (`benches/results/history-x86_64-intel-xeon.md`).
-                    // The
-                    // starvation clock keeps running: once it has passed
-                    // the threshold, the next sleep marks us at once.
+                    // already cost a system call and a context switch; a
+                    // thread that sleeps again at once (its arrival yields
+                    // spent) leaves the stack as backed up as it was, one
+                    // that stays runnable takes the lock when it next
+                    // finds it free. 2-core Intel Xeon VM, builds without
+                    // and with the renewal alternating, sweep profile:
+                    // `t64/cs10000` 0.71-0.80 → 0.88-0.90 of the fastest
+                    // peer's throughput (four runs each), the other key
+                    // cells within their spread. The full runs before and
+                    // after it (`benches/results/history-x86_64-intel-xeon.md`):
+                    // `t32/cs10000` 0.85 → 0.88, `t64/cs10000` 0.87 in both.
+                    // The starvation clock keeps running: once it has
+                    // passed the threshold, the next sleep marks us at once.
                     if !spinner && P::SPIN == SpinPolicy::One {
                         P::record(Event::YieldsRenewed);
                         yields = P::max_arrival_yields();

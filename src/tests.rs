@@ -887,6 +887,7 @@ pub(crate) fn machine_backlog() -> bool {
 /// short critical sections several times over (2 threads, no critical
 /// section, 2-core AMD EPYC VM at 2508836: about 9 Mops/s timed, 71-147
 /// untimed, the benchmark's regime).
+///
 /// `SPINBIT_DIAG_MACHINE_BACKLOG=1` backs sleepers up at the benchmarks'
 /// threshold, `arch::BACKLOG_PER_CPU` per CPU, instead of the test
 /// builds' 2 sleepers (with 8 threads on 2 CPUs the stack then never backs
