@@ -1,7 +1,8 @@
 //! Turns the companion metrics of `cargo bench --bench mutex` into a report.
 //!
 //! ```text
-//! cargo run --release --example bench_report [-- [FILE.jsonl ...] [--out DIR] [--source TEXT]]
+//! cargo run --release --example bench_report [-- [FILE.jsonl ...] [--out DIR] [--source TEXT]
+//!     [--allow-diff FILE ...] [--allow-dirty]]
 //! ```
 //!
 //! Reads each JSON-lines file the benchmark wrote (by default every
@@ -22,8 +23,22 @@
 //! `DIR/<arch>-<family>-<layout>-*.svg` of throughput and CPU per operation
 //! against the number of threads, one line per lock, for the headline
 //! (critical section, think) pairs. `--source` adds a line saying what was
-//! measured. Two files of the same family in one invocation are an error:
-//! the second would overwrite the first's report.
+//! measured.
+//!
+//! Several files of one CPU family make one report, their median: every
+//! metric of every lock in every cell is the median over the runs, and a
+//! section *Run to run* shows each run's ratios and verdicts, and which
+//! cells are won or lost in every run. One full run's verdict on a cell
+//! near 1.0 can flip in the next run on the same machine; the merged
+//! report says which verdicts hold. The runs must have measured the same
+//! mutex: their commits may differ only outside `src/` and `Cargo.toml`,
+//! or in `src/`'s test-only modules (checked with `git diff`; otherwise an
+//! error). `--allow-diff FILE` lets a named file differ too, for a change
+//! read and found not to touch what the benchmarks build (comments, code
+//! under `#[cfg(test)]`); the report names it. A run built with
+//! uncommitted changes records its commit as `<hash>-dirty`, and git
+//! cannot show those changes: `--allow-dirty` merges it as `<hash>`, for
+//! changes known not to touch the mutex; the report says so.
 //!
 //! The best peer is the best lock that is neither spinbit nor one of its
 //! ablations, picked separately per cell and per metric: the highest
@@ -496,10 +511,21 @@ fn chart(
 // The report
 // ---------------------------------------------------------------------------
 
-/// What one results file holds.
+/// What one results file holds, or the median of several files of one CPU
+/// family (`merge`).
 struct Run {
+    /// The files read, in the order given.
+    inputs: Vec<PathBuf>,
     meta: Json,
     cells: Vec<Cell>,
+    /// A merged run's runs, one per file (empty for one file).
+    parts: Vec<Run>,
+    /// A merged run: the files its runs' commits differ in that
+    /// `--allow-diff` let through.
+    allowed_diff: Vec<String>,
+    /// A merged run: some of its runs were built with uncommitted changes
+    /// that `--allow-dirty` let through.
+    dirty: bool,
     target: String,
     arch: String,
     emulated: bool,
@@ -540,16 +566,202 @@ fn load(input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     // Under an emulator the CPU is the host's, not one of the target's.
     let name =
         if emulated { format!("{arch}-emulated-on-{family}") } else { format!("{arch}-{family}") };
-    Ok(Run { meta, cells, target, arch, emulated, name })
+    Ok(Run {
+        inputs: vec![input.to_path_buf()],
+        meta,
+        cells,
+        parts: Vec::new(),
+        allowed_diff: Vec::new(),
+        dirty: false,
+        target,
+        arch,
+        emulated,
+        name,
+    })
+}
+
+/// The commit a run measured (empty if not recorded).
+fn commit_of(run: &Run) -> &str {
+    run.meta.str("commit")
+}
+
+/// The files under `src/` that only test builds compile (`#[cfg(test)]`
+/// modules): a difference there does not change the benchmarked mutex.
+const TEST_ONLY: &[&str] = &["src/tests.rs", "src/model.rs"];
+
+/// The files of the mutex (`src/` but [`TEST_ONLY`], `Cargo.toml`) that
+/// differ between commits `a` and `b`, by `git diff --name-only` in this
+/// checkout (empty: the same mutex); `Err` if git cannot tell (not a
+/// checkout, a commit it does not have).
+fn mutex_diff(a: &str, b: &str) -> Result<Vec<String>, String> {
+    if a == b {
+        return Ok(Vec::new());
+    }
+    let mut args = vec!["diff".to_string(), "--name-only".into(), a.into(), b.into(), "--".into()];
+    args.extend(["src".to_string(), "Cargo.toml".into()]);
+    args.extend(TEST_ONLY.iter().map(|f| format!(":(exclude){f}")));
+    let out = std::process::Command::new("git")
+        .args(&args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect())
+}
+
+/// Several runs of one CPU family as one: every metric of every lock in
+/// every cell is the median over the runs that have it (each run's figure
+/// is already the median of its windows), and a lock's windows' maxima
+/// are all the runs' windows. The cells and locks are the first run's, in
+/// its order. The runs must measure the same mutex: the commits they
+/// record must not differ in `src/` (but its test-only modules) or
+/// `Cargo.toml` (checked with git; a run without a commit, or a commit git
+/// does not know, is an error). `allowed`: files that may differ (changes
+/// the caller has read and found not to touch what the benchmarks build:
+/// comments, code under `#[cfg(test)]`); the report names them.
+/// `allow_dirty`: runs whose commit is recorded as `<hash>-dirty` (built
+/// with uncommitted changes, which git cannot show) count as `<hash>`; the
+/// caller vouches that those changes did not touch the mutex, and the
+/// report says so.
+fn merge(
+    runs: Vec<Run>,
+    allowed: &[String],
+    allow_dirty: bool,
+) -> Result<Run, Box<dyn std::error::Error>> {
+    let first = &runs[0];
+    let mut differ: Vec<String> = Vec::new();
+    let mut dirty = false;
+    for r in &runs[1..] {
+        let (a, b) = (commit_of(first), commit_of(r));
+        if a.is_empty() || b.is_empty() {
+            return Err(format!(
+                "{}: a run without a commit cannot be merged: nothing shows it measured the same \
+                 mutex as {}",
+                r.inputs[0].display(),
+                first.inputs[0].display()
+            )
+            .into());
+        }
+        // A commit recorded as `<hash>-dirty` ran with uncommitted changes,
+        // which git cannot show: only `--allow-dirty` (the caller knows
+        // they did not touch the mutex) lets it through, as its hash.
+        let mut base = |c: &str| -> Result<String, String> {
+            match c.strip_suffix("-dirty") {
+                None => Ok(c.to_string()),
+                Some(_) if !allow_dirty => Err(format!(
+                    "{c} ran with uncommitted changes, which git cannot show: merge it only if \
+                     they did not touch the mutex, with --allow-dirty"
+                )),
+                Some(hash) => {
+                    dirty = true;
+                    Ok(hash.to_string())
+                }
+            }
+        };
+        let (a, b) = (base(a)?, base(b)?);
+        let (a, b) = (a.as_str(), b.as_str());
+        let files = mutex_diff(a, b).map_err(|e| {
+            format!(
+                "cannot tell whether {a} and {b} measured the same mutex ({e}): merge only runs \
+                 of the same mutex, in a checkout that has both commits"
+            )
+        })?;
+        let unexpected: Vec<&String> = files.iter().filter(|f| !allowed.contains(f)).collect();
+        if !unexpected.is_empty() {
+            return Err(format!(
+                "{} ({a}) and {} ({b}) measured different code: {} differ. Merge only runs of the \
+                 same mutex; a file whose change does not touch what the benchmarks build (code \
+                 under `#[cfg(test)]`) may be named with --allow-diff FILE",
+                first.inputs[0].display(),
+                r.inputs[0].display(),
+                unexpected.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+            )
+            .into());
+        }
+        for f in files {
+            if !differ.contains(&f) {
+                differ.push(f);
+            }
+        }
+        if r.emulated != first.emulated || r.target != first.target {
+            return Err(format!(
+                "{} and {}: different targets or emulation",
+                first.inputs[0].display(),
+                r.inputs[0].display()
+            )
+            .into());
+        }
+    }
+    let mut cells = Vec::new();
+    for c in &first.cells {
+        let mut rows = Vec::new();
+        for row in &c.rows {
+            let same: Vec<&Row> = runs
+                .iter()
+                .filter_map(|r| r.cells.iter().find(|o| o.group == c.group)?.row(&row.lock))
+                .collect();
+            let med = |f: fn(&Row) -> f64| median(same.iter().map(|r| f(r)).collect());
+            rows.push(Row {
+                mops: med(|r| r.mops),
+                cpu: med(|r| r.cpu),
+                fairness: med(|r| r.fairness),
+                p50: med(|r| r.p50),
+                p99: med(|r| r.p99),
+                p999: med(|r| r.p999),
+                max: med(|r| r.max),
+                max_reps: same.iter().flat_map(|r| r.max_reps.iter().copied()).collect(),
+                ctxsw: med(|r| r.ctxsw),
+                others_cpu: med(|r| r.others_cpu),
+                timed_out: med(|r| r.timed_out),
+                ..row.clone()
+            });
+        }
+        cells.push(Cell { group: c.group.clone(), rows });
+    }
+    // The newest run's meta speaks for the machine; the header lists every
+    // run's commit and date.
+    let newest = runs
+        .iter()
+        .max_by(|a, b| a.meta.num("unix_time").total_cmp(&b.meta.num("unix_time")))
+        .unwrap_or(first);
+    Ok(Run {
+        inputs: runs.iter().flat_map(|r| r.inputs.iter().cloned()).collect(),
+        meta: newest.meta.clone(),
+        cells,
+        target: first.target.clone(),
+        arch: first.arch.clone(),
+        emulated: first.emulated,
+        name: first.name.clone(),
+        parts: runs,
+        allowed_diff: differ,
+        dirty,
+    })
+}
+
+/// Whether spinbit is at or above the best peer in a cell, per goal
+/// (throughput, CPU per operation without think time, fairness, longest
+/// wait), compared as the reports print them (two decimals); `None` where
+/// the cell has no such figure. The same rules as `examples/cross_cpu.rs`.
+fn wins(c: &Cell, r: &Ratios) -> [Option<bool>; 4] {
+    let known = |x: f64| x.is_finite().then_some(x);
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let no_think = c.first().think == 0;
+    [
+        known(r.thrpt).map(|x| round(x) >= 1.0),
+        if no_think { known(r.cpu).map(|x| round(x) <= 1.0) } else { None },
+        known(r.fair).zip(known(r.peer_fair.value)).map(|(s, p)| round(s) >= round(p)),
+        known(r.max / r.peer_max.value).map(|x| round(x) <= 1.0),
+    ]
 }
 
 fn report(
-    input: &Path,
     run: &Run,
     out_dir: &Path,
     source: Option<&str>,
 ) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    let Run { meta, cells, target, arch, emulated, name } = run;
+    let Run { inputs, meta, cells, parts, allowed_diff, dirty, target, arch, emulated, name } = run;
     let (cells, emulated) = (cells.as_slice(), *emulated);
     let mut locks: Vec<String> = match meta.get("locks") {
         Json::Arr(v) => v
@@ -584,19 +796,60 @@ fn report(
         f_num(cores, 0),
         if emulated { " (host of an emulated run)" } else { "" }
     )?;
-    let commit = match meta.str("commit") {
-        "" => "not recorded".to_string(),
-        c => format!("`{c}`"),
+    // A merged run: every run's commit (the same mutex, `merge` checked),
+    // in the order given.
+    let commit = if parts.is_empty() {
+        match meta.str("commit") {
+            "" => "not recorded".to_string(),
+            c => format!("`{c}`"),
+        }
+    } else {
+        let mut commits: Vec<String> = Vec::new();
+        for c in parts.iter().map(|p| format!("`{}`", commit_of(p))) {
+            if !commits.contains(&c) {
+                commits.push(c);
+            }
+        }
+        commits.join(", ")
     };
     writeln!(w, "* commit: {commit}{}", source.map(|s| format!(" ({s})")).unwrap_or_default())?;
     let cmd = meta.str("command");
     if !cmd.is_empty() {
         writeln!(w, "* command: `{cmd}`")?;
     }
-    let input_shown =
-        input.strip_prefix(std::env::current_dir().unwrap_or_default()).unwrap_or(input);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let shown: Vec<String> =
+        inputs.iter().map(|i| i.strip_prefix(&cwd).unwrap_or(i).display().to_string()).collect();
+    let mut allow: String = allowed_diff.iter().map(|f| format!(" --allow-diff {f}")).collect();
+    if *dirty {
+        allow += " --allow-dirty";
+    }
     let report_cmd =
-        format!("cargo run --release --example bench_report -- {}", input_shown.display());
+        format!("cargo run --release --example bench_report -- {}{allow}", shown.join(" "));
+    if !parts.is_empty() {
+        writeln!(
+            w,
+            "* **{} runs of the same mutex, merged**: every figure is the median over the runs \
+             (section *Run to run* shows each run's ratios){}",
+            parts.len(),
+            if allowed_diff.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; their commits differ in {}, changes that do not touch what the benchmarks \
+                     build (`--allow-diff`)",
+                    allowed_diff.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+                )
+            }
+        )?;
+        if *dirty {
+            writeln!(
+                w,
+                "* Runs whose commit ends in `-dirty` were built with uncommitted changes that \
+                 did not touch the mutex (`--allow-dirty`): they count as that commit"
+            )?;
+        }
+    }
     writeln!(w, "* report: `{report_cmd}`\n")?;
     writeln!(
         w,
@@ -639,16 +892,33 @@ fn report(
     writeln!(w, "| cores | {} |", f_num(cores, 0))?;
     writeln!(w, "| kernel | {} |", meta.str("kernel"))?;
     writeln!(w, "| rustc (when the report was made) | {} |", rustc_version())?;
-    let unix = meta.num("unix_time");
-    if unix.is_finite() {
-        writeln!(w, "| date of the run | {} |", date(unix as i64))?;
+    if parts.is_empty() {
+        let unix = meta.num("unix_time");
+        if unix.is_finite() {
+            writeln!(w, "| date of the run | {} |", date(unix as i64))?;
+        }
+    } else {
+        let dates: Vec<String> = parts
+            .iter()
+            .map(|p| {
+                let unix = p.meta.num("unix_time");
+                let when = if unix.is_finite() { date(unix as i64) } else { "-".into() };
+                format!("{when} (`{}`)", commit_of(p))
+            })
+            .collect();
+        writeln!(w, "| dates of the runs | {} |", dates.join("; "))?;
     }
     writeln!(
         w,
-        "| profile | {}: {} interleaved repetitions of {} ms windows per lock and cell, medians |",
+        "| profile | {}: {} interleaved repetitions of {} ms windows per lock and cell, medians{} |",
         meta.str("profile"),
         f_num(meta.num("reps"), 0),
-        f_num(meta.num("window_ms"), 0)
+        f_num(meta.num("window_ms"), 0),
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("; the median of {} such runs", parts.len())
+        }
     )?;
     writeln!(
         w,
@@ -739,6 +1009,10 @@ fn report(
         )?;
     }
     writeln!(w)?;
+
+    if !parts.is_empty() {
+        run_to_run(w, cells, parts)?;
+    }
 
     // Where spinbit is slower or costlier than the best peer: is that peer
     // as fair? The ratios above pick each metric's best peer separately, so
@@ -1081,18 +1355,157 @@ fn report(
     Ok(path)
 }
 
+/// The section of a merged report that shows how far one run's verdicts
+/// can be trusted: for every cell with 2 or more threads, each run's
+/// ratios to its own best peers, and how many cells each run, every run,
+/// and the median of the runs put spinbit at or above the best peer in.
+fn run_to_run(w: &mut String, cells: &[Cell], parts: &[Run]) -> std::fmt::Result {
+    writeln!(w, "## Run to run\n")?;
+    writeln!(
+        w,
+        "The {} runs this report merges, each judged on its own: spinbit against the best \
+         peer of the same run, by the rules of `examples/cross_cpu.rs` (throughput ratio ≥ \
+         1.00; CPU per operation ≤ 1.00 of the cheapest peer's, cells without think time \
+         only; fairness at least the fairest peer's; max-wait ratio ≤ 1.00; as printed, two \
+         decimals). The cells with 2 or more threads. A cell whose verdict differs from \
+         run to run is within the noise of one run: only the cells won or lost in every run \
+         are settled.\n",
+        parts.len()
+    )?;
+    let multi = |c: &Cell| c.first().threads >= 2;
+    let judged = |cs: &[Cell]| -> Vec<(String, [Option<bool>; 4])> {
+        cs.iter()
+            .filter(|c| multi(c))
+            .filter_map(|c| Some((c.group.clone(), wins(c, &c.ratios()?))))
+            .collect()
+    };
+    let merged = judged(cells);
+    let per_run: Vec<Vec<(String, [Option<bool>; 4])>> =
+        parts.iter().map(|p| judged(&p.cells)).collect();
+    let count = |v: &[(String, [Option<bool>; 4])], i: usize| {
+        let of = v.iter().filter(|(_, x)| x[i].is_some()).count();
+        let n = v.iter().filter(|(_, x)| x[i] == Some(true)).count();
+        format!("{n} of {of}")
+    };
+    writeln!(w, "| | throughput | CPU/op (no think time) | fairness | max wait |")?;
+    writeln!(w, "|---|---:|---:|---:|---:|")?;
+    for (p, v) in parts.iter().zip(&per_run) {
+        let unix = p.meta.num("unix_time");
+        let when = if unix.is_finite() { date(unix as i64) } else { "-".into() };
+        writeln!(
+            w,
+            "| run of {when} (`{}`) | {} |",
+            commit_of(p),
+            (0..4).map(|i| count(v, i)).collect::<Vec<_>>().join(" | ")
+        )?;
+    }
+    // A cell counts for "every run" / "no run" only if every run judged it.
+    let settled = |want: bool, i: usize| {
+        let mut n = 0;
+        let mut of = 0;
+        for (g, x) in &merged {
+            if x[i].is_none() {
+                continue;
+            }
+            let verdicts: Vec<Option<bool>> = per_run
+                .iter()
+                .map(|v| v.iter().find(|(h, _)| h == g).and_then(|(_, y)| y[i]))
+                .collect();
+            if verdicts.iter().all(Option::is_some) {
+                of += 1;
+                n += usize::from(verdicts.iter().all(|y| *y == Some(want)));
+            }
+        }
+        format!("{n} of {of}")
+    };
+    writeln!(
+        w,
+        "| won in every run | {} |",
+        (0..4).map(|i| settled(true, i)).collect::<Vec<_>>().join(" | ")
+    )?;
+    writeln!(
+        w,
+        "| lost in every run | {} |",
+        (0..4).map(|i| settled(false, i)).collect::<Vec<_>>().join(" | ")
+    )?;
+    writeln!(
+        w,
+        "| the median of the runs (this report's Summary) | {} |\n",
+        (0..4).map(|i| count(&merged, i)).collect::<Vec<_>>().join(" | ")
+    )?;
+    writeln!(
+        w,
+        "Per cell: each run's ratio, in the runs' order, then the spread (highest - lowest). \
+         Fairness: spinbit / fairest peer of that run.\n"
+    )?;
+    writeln!(
+        w,
+        "| cell | throughput ratio | spread | CPU/op ratio | fairness | max-wait ratio | \
+         verdicts differ in |"
+    )?;
+    writeln!(w, "|---|---|---:|---|---|---|---|")?;
+    for c in cells.iter().filter(|c| multi(c)) {
+        let ratios: Vec<Option<(Ratios, [Option<bool>; 4])>> = parts
+            .iter()
+            .map(|p| {
+                let pc = p.cells.iter().find(|o| o.group == c.group)?;
+                let r = pc.ratios()?;
+                let x = wins(pc, &r);
+                Some((r, x))
+            })
+            .collect();
+        let list = |f: &dyn Fn(&Ratios) -> String| {
+            ratios
+                .iter()
+                .map(|r| r.as_ref().map_or("-".into(), |(r, _)| f(r)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let thr: Vec<f64> =
+            ratios.iter().filter_map(|r| r.as_ref().map(|(r, _)| r.thrpt)).collect();
+        let spread = thr.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            - thr.iter().copied().fold(f64::INFINITY, f64::min);
+        let names = ["throughput", "CPU/op", "fairness", "max wait"];
+        let differ: Vec<&str> = (0..4)
+            .filter(|&i| {
+                let v: Vec<bool> =
+                    ratios.iter().filter_map(|r| r.as_ref().and_then(|(_, x)| x[i])).collect();
+                v.iter().any(|&b| b) && v.iter().any(|&b| !b)
+            })
+            .map(|i| names[i])
+            .collect();
+        writeln!(
+            w,
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            c.group,
+            list(&|r| f_sig(r.thrpt)),
+            f_num(spread, 2),
+            list(&|r| f_sig(r.cpu)),
+            list(&|r| format!("{}/{}", f_num(r.fair, 2), f_num(r.peer_fair.value, 2))),
+            list(&|r| f_sig(r.max / r.peer_max.value)),
+            if differ.is_empty() { "-".into() } else { differ.join(", ") },
+        )?;
+    }
+    writeln!(w)
+}
+
 fn main() {
     let mut inputs: Vec<PathBuf> = Vec::new();
     let mut out_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results");
     let mut source: Option<String> = None;
+    let mut allowed: Vec<String> = Vec::new();
+    let mut allow_dirty = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out_dir = args.next().expect("--out needs a directory").into(),
             "--source" => source = Some(args.next().expect("--source needs a text")),
+            "--allow-diff" => allowed.push(args.next().expect("--allow-diff needs a file")),
+            "--allow-dirty" => allow_dirty = true,
             "-h" | "--help" => {
                 eprintln!(
-                    "usage: bench_report [FILE.jsonl ...] [--out DIR] [--source TEXT]\n\
+                    "usage: bench_report [FILE.jsonl ...] [--out DIR] [--source TEXT] \
+                     [--allow-diff FILE ...] [--allow-dirty]\n\
                      default input: target/spinbit-bench/*.jsonl (or $SPINBIT_BENCH_OUT); \
                      default DIR: benches/results"
                 );
@@ -1123,26 +1536,29 @@ fn main() {
         }
     }
     let mut failed = false;
-    let mut written: Vec<(String, PathBuf)> = Vec::new();
+    // Files of one CPU family make one report: merged, if there are several.
+    let mut families: Vec<Vec<Run>> = Vec::new();
     for input in &inputs {
-        let result = load(input).and_then(|run| {
-            if let Some((_, first)) = written.iter().find(|(n, _)| *n == run.name) {
-                return Err(format!(
-                    "{} has the same CPU family ({}), and there is one report per CPU family: \
-                     pass one file per family",
-                    first.display(),
-                    run.name
-                )
-                .into());
-            }
-            let path = report(input, &run, &out_dir, source.as_deref())?;
-            written.push((run.name, input.clone()));
-            Ok(path)
-        });
-        match result {
-            Ok(path) => println!("{} -> {}", input.display(), path.display()),
+        match load(input) {
+            Ok(run) => match families.iter_mut().find(|f| f[0].name == run.name) {
+                Some(f) => f.push(run),
+                None => families.push(vec![run]),
+            },
             Err(e) => {
                 eprintln!("{}: {e}", input.display());
+                failed = true;
+            }
+        }
+    }
+    for mut runs in families {
+        let shown =
+            runs.iter().map(|r| r.inputs[0].display().to_string()).collect::<Vec<_>>().join(" + ");
+        let run =
+            if runs.len() == 1 { Ok(runs.remove(0)) } else { merge(runs, &allowed, allow_dirty) };
+        match run.and_then(|run| report(&run, &out_dir, source.as_deref())) {
+            Ok(path) => println!("{shown} -> {}", path.display()),
+            Err(e) => {
+                eprintln!("{shown}: {e}");
                 failed = true;
             }
         }

@@ -7,8 +7,8 @@
 use std::cell::{RefCell, UnsafeCell};
 use std::fmt;
 use std::ptr;
-use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -903,6 +903,15 @@ pub(crate) fn machine_backlog() -> bool {
 /// in the starvation bound fixed at cc6e5d0: calls of 1.5-6 ms that parked
 /// 60-170 times without marking themselves, and calls that had been
 /// popped at their deadline (`PoppedWhileStarving`) and never marked.
+///
+/// `SPINBIT_DIAG_GAPS=1` (timed only) splits each window's time into what
+/// the lock did with it: held (the sum of the critical sections' wall
+/// time, and how much of it was in sections that ran over twice their
+/// length plus 2 µs: a holder that lost its CPU), and free between one
+/// holder's unlock and the next holder's return from `lock()`, bucketed by
+/// length and by whether the next holder is the thread that just unlocked
+/// or another one. A lock that is held all the time runs at one critical
+/// section per `SPINBIT_DIAG_CS_NS`; these two show where the rest went.
 #[test]
 #[ignore = "a measurement, run by hand (see its doc comment)"]
 fn hand_off_wait_profile() {
@@ -921,8 +930,10 @@ fn hand_off_wait_profile() {
     let longest_events = timed && var("SPINBIT_DIAG_LONGEST", 0) != 0;
     // The `lock()` calls over this long that `SPINBIT_DIAG_LONGEST` counts.
     let long_call = Duration::from_micros(1_500);
+    let gaps = timed && var("SPINBIT_DIAG_GAPS", 0) != 0;
     let window = Duration::from_millis(500);
     for _ in 0..3 {
+        let lock_time = LockTime::default();
         let cpu_before = process_cpu_time();
         let g = Guarded::<Native>::new();
         let total = Mutex::new(Events::default());
@@ -933,8 +944,10 @@ fn hand_off_wait_profile() {
         thread::scope(|s| {
             for _ in 0..threads {
                 let (g, total, stop, ops, per_thread) = (&g, &total, &stop, &ops, &per_thread);
+                let lock_time = &lock_time;
                 s.spawn(move || {
                     let _tally = Tally(total);
+                    let mut mine = LockTimeOf::default();
                     let (mut n, mut longest) = (0, Duration::ZERO);
                     // With `longest_events`: the calls over `long_call`,
                     // and the events of the longest call.
@@ -953,6 +966,7 @@ fn hand_off_wait_profile() {
                             }
                             longest = longest.max(took);
                         }
+                        let held = gaps.then(|| lock_time.acquired(&start, &mut mine));
                         // SAFETY: locked; a plain read-modify-write that
                         // loses updates without mutual exclusion.
                         unsafe {
@@ -961,6 +975,9 @@ fn hand_off_wait_profile() {
                                 spin_for_ns(cs);
                             }
                             *g.data.get() = v + 1;
+                            if let Some(held) = held {
+                                lock_time.releasing(&start, held, cs, &mut mine);
+                            }
                             if fair {
                                 g.lock.unlock_fair();
                             } else {
@@ -973,6 +990,7 @@ fn hand_off_wait_profile() {
                         }
                     }
                     ops.fetch_add(n, Relaxed);
+                    lock_time.add(&mine);
                     per_thread.lock().unwrap().push((n, longest, long_calls, longest_call));
                 });
             }
@@ -1016,6 +1034,114 @@ fn hand_off_wait_profile() {
         if let Some(detail) = longest_detail {
             eprintln!("{detail}");
         }
+        if gaps {
+            eprintln!("{}", lock_time.summary(elapsed, ops, cs));
+        }
+    }
+}
+
+/// `hand_off_wait_profile`'s `SPINBIT_DIAG_GAPS`: where the lock's time
+/// went. The last unlock's time and thread are written and read only by
+/// holders, between `lock()` and `unlock()`: the mutex orders them, so
+/// Relaxed is enough (and a lost update would be an exclusion failure,
+/// which the profile's count checks).
+#[derive(Default)]
+struct LockTime {
+    /// Nanoseconds from the window's start to the last unlock.
+    last_release: AtomicU64,
+    /// The last holder (`LockTimeOf::id`; 0 before the first unlock).
+    last_holder: AtomicU64,
+    total: Mutex<LockTimeOf>,
+}
+
+/// One thread's share of [`LockTime`], summed at its end.
+#[derive(Default, Clone, Copy)]
+struct LockTimeOf {
+    /// Sum of the critical sections' wall time, and of those that ran
+    /// over twice their length plus 2 µs, with their count.
+    held_ns: u64,
+    long_ns: u64,
+    long: u64,
+    /// Free time before each acquisition: `[next holder is another thread,
+    /// is the thread that unlocked]` × bucket (< 500 ns, < 2 µs, < 10 µs,
+    /// longer), count and nanoseconds.
+    gaps: [[(u64, u64); 4]; 2],
+}
+
+impl LockTime {
+    /// Called with the lock just taken: records the free time since the
+    /// last unlock; returns the time the section started.
+    fn acquired(&self, start: &Instant, mine: &mut LockTimeOf) -> u64 {
+        let now = start.elapsed().as_nanos() as u64;
+        let last_holder = self.last_holder.load(Relaxed);
+        if last_holder != 0 {
+            let gap = now.saturating_sub(self.last_release.load(Relaxed));
+            let bucket = [500, 2_000, 10_000].iter().take_while(|&&b| gap >= b).count();
+            let slot = &mut mine.gaps[usize::from(last_holder == LockTimeOf::id())][bucket];
+            slot.0 += 1;
+            slot.1 += gap;
+        }
+        now
+    }
+
+    /// Called with the lock still held, at the end of a section that
+    /// started at `held` and was meant to take `cs` ns.
+    fn releasing(&self, start: &Instant, held: u64, cs: u64, mine: &mut LockTimeOf) {
+        let now = start.elapsed().as_nanos() as u64;
+        let took = now.saturating_sub(held);
+        mine.held_ns += took;
+        if took > 2 * cs + 2_000 {
+            mine.long += 1;
+            mine.long_ns += took;
+        }
+        self.last_holder.store(LockTimeOf::id(), Relaxed);
+        self.last_release.store(now, Relaxed);
+    }
+
+    fn add(&self, mine: &LockTimeOf) {
+        let mut t = self.total.lock().unwrap_or_else(|e| e.into_inner());
+        t.held_ns += mine.held_ns;
+        t.long_ns += mine.long_ns;
+        t.long += mine.long;
+        for (t, m) in t.gaps.iter_mut().flatten().zip(mine.gaps.iter().flatten()) {
+            t.0 += m.0;
+            t.1 += m.1;
+        }
+    }
+
+    fn summary(&self, window: Duration, ops: u64, cs: u64) -> String {
+        let t = *self.total.lock().unwrap_or_else(|e| e.into_inner());
+        let w = window.as_nanos() as f64;
+        let pct = |ns: u64| format!("{:.1} %", 100.0 * ns as f64 / w);
+        let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+        let mut out = format!(
+            "  lock time: held {} ({}; {} ops × {cs} ns = {}), of which {} in {} sections \
+             that ran long; free between holders:",
+            ms(t.held_ns),
+            pct(t.held_ns),
+            ops,
+            pct(ops * cs),
+            ms(t.long_ns),
+            t.long,
+        );
+        for (who, buckets) in ["to another thread", "to the same thread"].iter().zip(&t.gaps) {
+            let free: u64 = buckets.iter().map(|b| b.1).sum();
+            out += &format!(" {who} {} ({}:", ms(free), pct(free));
+            for (name, b) in ["<500ns", "<2us", "<10us", ">=10us"].iter().zip(buckets) {
+                out += &format!(" {name} {}×{}", b.0, ms(b.1));
+            }
+            out += ");";
+        }
+        out
+    }
+}
+
+impl LockTimeOf {
+    /// This thread's identity for [`LockTime::last_holder`]: the address
+    /// of a thread-local, never 0.
+    fn id() -> u64 {
+        thread_local!(static ID: u8 = const { 0 });
+        ID.with(|id| ptr::from_ref(id).addr() as u64)
     }
 }
 
