@@ -910,8 +910,12 @@ pub(crate) fn machine_backlog() -> bool {
 /// length plus 2 µs: a holder that lost its CPU), and free between one
 /// holder's unlock and the next holder's return from `lock()`, bucketed by
 /// length and by whether the next holder is the thread that just unlocked
-/// or another one. A lock that is held all the time runs at one critical
-/// section per `SPINBIT_DIAG_CS_NS`; these two show where the rest went.
+/// or another one; the hand-overs to another thread also by how the
+/// taker's `lock()` went (handed the lock, slept, yielded, spun, or took
+/// it at once), from the events it recorded (a copy of the thread's
+/// counts around every call, as for `SPINBIT_DIAG_LONGEST`). A lock that
+/// is held all the time runs at one critical section per
+/// `SPINBIT_DIAG_CS_NS`; these show where the rest went.
 #[test]
 #[ignore = "a measurement, run by hand (see its doc comment)"]
 fn hand_off_wait_profile() {
@@ -953,12 +957,12 @@ fn hand_off_wait_profile() {
                     // and the events of the longest call.
                     let (mut long_calls, mut longest_call) = (0, Events::default());
                     while !stop.load(Relaxed) {
-                        let before = longest_events.then(my_events);
+                        let before = (longest_events || gaps).then(my_events);
                         let asked = timed.then(Instant::now);
                         g.lock.lock();
                         if let Some(asked) = asked {
                             let took = asked.elapsed();
-                            if let Some(before) = &before {
+                            if let Some(before) = before.as_ref().filter(|_| longest_events) {
                                 long_calls += u64::from(took > long_call);
                                 if took > longest {
                                     longest_call = my_events().since(before);
@@ -966,7 +970,10 @@ fn hand_off_wait_profile() {
                             }
                             longest = longest.max(took);
                         }
-                        let held = gaps.then(|| lock_time.acquired(&start, &mut mine));
+                        let held = gaps.then(|| {
+                            let how = before.as_ref().map(|b| How::of(&my_events().since(b)));
+                            lock_time.acquired(&start, how, &mut mine)
+                        });
                         // SAFETY: locked; a plain read-modify-write that
                         // loses updates without mutual exclusion.
                         unsafe {
@@ -1066,20 +1073,67 @@ struct LockTimeOf {
     /// is the thread that unlocked]` × bucket (< 500 ns, < 2 µs, < 10 µs,
     /// longer), count and nanoseconds.
     gaps: [[(u64, u64); 4]; 2],
+    /// The hand-overs to another thread again, by how the taker's `lock()`
+    /// call went ([`How`]).
+    how: [[(u64, u64); 4]; 5],
+}
+
+/// How a `lock()` call went, from the slow-path events it recorded: the
+/// first that applies.
+#[derive(Clone, Copy)]
+enum How {
+    /// Handed the lock (starvation mode or a fair unlock).
+    Handed,
+    /// Slept at least once (and was woken).
+    Slept,
+    /// Yielded, never slept.
+    Yielded,
+    /// Spun, never yielded nor slept.
+    Spun,
+    /// None of these: the fast path, or the slow path's first look.
+    AtOnce,
+}
+
+impl How {
+    const NAMES: [&str; 5] = ["handed", "slept", "yielded", "spun", "at once"];
+
+    fn of(e: &Events) -> How {
+        if e.get(Event::HandedLock) > 0 {
+            How::Handed
+        } else if e.get(Event::Parked) > 0 {
+            How::Slept
+        } else if e.get(Event::Yielded)
+            + e.get(Event::YieldedAgain)
+            + e.get(Event::AwakeAfterHandOff)
+            > 0
+        {
+            How::Yielded
+        } else if e.get(Event::Spun) > 0 {
+            How::Spun
+        } else {
+            How::AtOnce
+        }
+    }
 }
 
 impl LockTime {
     /// Called with the lock just taken: records the free time since the
     /// last unlock; returns the time the section started.
-    fn acquired(&self, start: &Instant, mine: &mut LockTimeOf) -> u64 {
+    fn acquired(&self, start: &Instant, how: Option<How>, mine: &mut LockTimeOf) -> u64 {
         let now = start.elapsed().as_nanos() as u64;
         let last_holder = self.last_holder.load(Relaxed);
         if last_holder != 0 {
             let gap = now.saturating_sub(self.last_release.load(Relaxed));
             let bucket = [500, 2_000, 10_000].iter().take_while(|&&b| gap >= b).count();
-            let slot = &mut mine.gaps[usize::from(last_holder == LockTimeOf::id())][bucket];
+            let same = last_holder == LockTimeOf::id();
+            let slot = &mut mine.gaps[usize::from(same)][bucket];
             slot.0 += 1;
             slot.1 += gap;
+            if let Some(how) = how.filter(|_| !same) {
+                let slot = &mut mine.how[how as usize][bucket];
+                slot.0 += 1;
+                slot.1 += gap;
+            }
         }
         now
     }
@@ -1103,7 +1157,10 @@ impl LockTime {
         t.held_ns += mine.held_ns;
         t.long_ns += mine.long_ns;
         t.long += mine.long;
-        for (t, m) in t.gaps.iter_mut().flatten().zip(mine.gaps.iter().flatten()) {
+        let t = &mut *t;
+        let (t_all, m_all) =
+            (t.gaps.iter_mut().chain(&mut t.how), mine.gaps.iter().chain(&mine.how));
+        for (t, m) in t_all.flatten().zip(m_all.flatten()) {
             t.0 += m.0;
             t.1 += m.1;
         }
@@ -1131,6 +1188,14 @@ impl LockTime {
                 out += &format!(" {name} {}×{}", b.0, ms(b.1));
             }
             out += ");";
+        }
+        out += " to another thread, by how its lock() went:";
+        for (name, buckets) in How::NAMES.iter().zip(&t.how) {
+            let n: u64 = buckets.iter().map(|b| b.0).sum();
+            let free: u64 = buckets.iter().map(|b| b.1).sum();
+            if n > 0 {
+                out += &format!(" {name} {n}×{} ({} of them 0.5-2 us),", ms(free), buckets[1].0);
+            }
         }
         out
     }
