@@ -741,19 +741,10 @@ fn merge(
 }
 
 /// Whether spinbit is at or above the best peer in a cell, per goal
-/// (throughput, CPU per operation without think time, fairness, longest
-/// wait), compared as the reports print them (two decimals); `None` where
-/// the cell has no such figure. The same rules as `examples/cross_cpu.rs`.
+/// (`report::wins`, the rules of `examples/cross_cpu.rs`).
 fn wins(c: &Cell, r: &Ratios) -> [Option<bool>; 4] {
-    let known = |x: f64| x.is_finite().then_some(x);
-    let round = |x: f64| (x * 100.0).round() / 100.0;
     let no_think = c.first().think == 0;
-    [
-        known(r.thrpt).map(|x| round(x) >= 1.0),
-        if no_think { known(r.cpu).map(|x| round(x) <= 1.0) } else { None },
-        known(r.fair).zip(known(r.peer_fair.value)).map(|(s, p)| round(s) >= round(p)),
-        known(r.max / r.peer_max.value).map(|x| round(x) <= 1.0),
-    ]
+    report::wins(r.thrpt, r.cpu, no_think, (r.fair, r.peer_fair.value), r.max / r.peer_max.value)
 }
 
 fn report(

@@ -31,7 +31,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-// Only `f_sig` is used here.
+// Only `f_sig` and `wins` are used here.
 #[allow(dead_code)]
 #[path = "common/report.rs"]
 mod report;
@@ -164,15 +164,7 @@ fn no_think(cell: &str) -> bool {
 
 /// The four goals, each `None` where the cell has no such figure.
 fn wins(cell: &str, r: &Ratios) -> [Option<bool>; 4] {
-    let known = |x: f64| x.is_finite().then_some(x);
-    // Compared as printed (two decimals), as the reports are read.
-    let round = |x: f64| (x * 100.0).round() / 100.0;
-    [
-        known(r.throughput).map(|x| round(x) >= 1.0),
-        if no_think(cell) { known(r.cpu).map(|x| round(x) <= 1.0) } else { None },
-        known(r.fairness.0).zip(known(r.fairness.1)).map(|(s, p)| s >= p),
-        known(r.max).map(|x| round(x) <= 1.0),
-    ]
+    report::wins(r.throughput, r.cpu, no_think(cell), r.fairness, r.max)
 }
 
 const METRICS: [&str; 4] = ["throughput", "CPU/op (no think time)", "fairness", "max wait"];

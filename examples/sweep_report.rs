@@ -38,6 +38,8 @@ use std::fmt::Write as _;
 
 #[path = "common/json.rs"]
 mod json;
+// `wins` is not used here.
+#[allow(dead_code)]
 #[path = "common/report.rs"]
 mod report;
 

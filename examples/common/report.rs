@@ -1,4 +1,5 @@
-//! Helpers shared by the report examples (`bench_report`, `sweep_report`).
+//! Helpers shared by the report examples (`bench_report`, `sweep_report`,
+//! `cross_cpu`).
 
 /// Whether `lock` is a peer: neither spinbit nor one of its ablations.
 pub fn is_peer(lock: &str) -> bool {
@@ -29,4 +30,27 @@ pub fn f_sig(x: f64) -> String {
     } else {
         format!("{x:.1e}")
     }
+}
+
+/// Whether spinbit is at or above the best peer in a cell, per goal:
+/// throughput ratio ≥ 1.00, CPU per operation ≤ 1.00 of the cheapest
+/// peer's (only if `no_think`: the cells without think time), fairness at
+/// least the fairest peer's, max-wait ratio ≤ 1.00; each `None` where the
+/// cell has no such figure. Compared as the reports print them (two
+/// decimals), as they are read.
+pub fn wins(
+    throughput: f64,
+    cpu: f64,
+    no_think: bool,
+    (fair, fairest): (f64, f64),
+    max: f64,
+) -> [Option<bool>; 4] {
+    let known = |x: f64| x.is_finite().then_some(x);
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    [
+        known(throughput).map(|x| round(x) >= 1.0),
+        if no_think { known(cpu).map(|x| round(x) <= 1.0) } else { None },
+        known(fair).zip(known(fairest)).map(|(s, p)| round(s) >= round(p)),
+        known(max).map(|x| round(x) <= 1.0),
+    ]
 }
