@@ -45,6 +45,7 @@
 //! throughput, the lowest CPU per operation, the highest fairness, the
 //! lowest p99.9 and the lowest maximum wait in `lock()`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -1350,7 +1351,7 @@ fn report(
 /// can be trusted: for every cell with 2 or more threads, each run's
 /// ratios to its own best peers, and how many cells each run, every run,
 /// and the median of the runs put spinbit at or above the best peer in.
-fn run_to_run(w: &mut String, cells: &[Cell], parts: &[Run]) -> std::fmt::Result {
+fn run_to_run<'a>(w: &mut String, cells: &'a [Cell], parts: &'a [Run]) -> std::fmt::Result {
     writeln!(w, "## Run to run\n")?;
     writeln!(
         w,
@@ -1364,18 +1365,23 @@ fn run_to_run(w: &mut String, cells: &[Cell], parts: &[Run]) -> std::fmt::Result
         parts.len()
     )?;
     let multi = |c: &Cell| c.first().threads >= 2;
-    let judged = |cs: &[Cell]| -> Vec<(String, [Option<bool>; 4])> {
+    // Each cell with 2 or more threads: its ratios and verdicts, by group.
+    type Judged<'a> = BTreeMap<&'a str, (Ratios, [Option<bool>; 4])>;
+    let judged = |cs: &'a [Cell]| -> Judged<'a> {
         cs.iter()
             .filter(|c| multi(c))
-            .filter_map(|c| Some((c.group.clone(), wins(c, &c.ratios()?))))
+            .filter_map(|c| {
+                let r = c.ratios()?;
+                let x = wins(c, &r);
+                Some((c.group.as_str(), (r, x)))
+            })
             .collect()
     };
     let merged = judged(cells);
-    let per_run: Vec<Vec<(String, [Option<bool>; 4])>> =
-        parts.iter().map(|p| judged(&p.cells)).collect();
-    let count = |v: &[(String, [Option<bool>; 4])], i: usize| {
-        let of = v.iter().filter(|(_, x)| x[i].is_some()).count();
-        let n = v.iter().filter(|(_, x)| x[i] == Some(true)).count();
+    let per_run: Vec<Judged> = parts.iter().map(|p| judged(&p.cells)).collect();
+    let count = |v: &Judged, i: usize| {
+        let of = v.values().filter(|(_, x)| x[i].is_some()).count();
+        let n = v.values().filter(|(_, x)| x[i] == Some(true)).count();
         format!("{n} of {of}")
     };
     writeln!(w, "| | throughput | CPU/op (no think time) | fairness | max wait |")?;
@@ -1394,14 +1400,12 @@ fn run_to_run(w: &mut String, cells: &[Cell], parts: &[Run]) -> std::fmt::Result
     let settled = |want: bool, i: usize| {
         let mut n = 0;
         let mut of = 0;
-        for (g, x) in &merged {
+        for (g, (_, x)) in &merged {
             if x[i].is_none() {
                 continue;
             }
-            let verdicts: Vec<Option<bool>> = per_run
-                .iter()
-                .map(|v| v.iter().find(|(h, _)| h == g).and_then(|(_, y)| y[i]))
-                .collect();
+            let verdicts: Vec<Option<bool>> =
+                per_run.iter().map(|v| v.get(g).and_then(|(_, y)| y[i])).collect();
             if verdicts.iter().all(Option::is_some) {
                 of += 1;
                 n += usize::from(verdicts.iter().all(|y| *y == Some(want)));
@@ -1436,31 +1440,22 @@ fn run_to_run(w: &mut String, cells: &[Cell], parts: &[Run]) -> std::fmt::Result
     )?;
     writeln!(w, "|---|---|---:|---|---|---|---|")?;
     for c in cells.iter().filter(|c| multi(c)) {
-        let ratios: Vec<Option<(Ratios, [Option<bool>; 4])>> = parts
-            .iter()
-            .map(|p| {
-                let pc = p.cells.iter().find(|o| o.group == c.group)?;
-                let r = pc.ratios()?;
-                let x = wins(pc, &r);
-                Some((r, x))
-            })
-            .collect();
+        let ratios: Vec<_> = per_run.iter().map(|v| v.get(c.group.as_str())).collect();
         let list = |f: &dyn Fn(&Ratios) -> String| {
             ratios
                 .iter()
-                .map(|r| r.as_ref().map_or("-".into(), |(r, _)| f(r)))
+                .map(|r| r.map_or("-".into(), |(r, _)| f(r)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let thr: Vec<f64> =
-            ratios.iter().filter_map(|r| r.as_ref().map(|(r, _)| r.thrpt)).collect();
+        let thr: Vec<f64> = ratios.iter().filter_map(|r| r.map(|(r, _)| r.thrpt)).collect();
         let spread = thr.iter().copied().fold(f64::NEG_INFINITY, f64::max)
             - thr.iter().copied().fold(f64::INFINITY, f64::min);
         let names = ["throughput", "CPU/op", "fairness", "max wait"];
         let differ: Vec<&str> = (0..4)
             .filter(|&i| {
                 let v: Vec<bool> =
-                    ratios.iter().filter_map(|r| r.as_ref().and_then(|(_, x)| x[i])).collect();
+                    ratios.iter().filter_map(|r| r.and_then(|(_, x)| x[i])).collect();
                 v.iter().any(|&b| b) && v.iter().any(|&b| !b)
             })
             .map(|i| names[i])
