@@ -49,6 +49,12 @@ pub(crate) struct Events {
 /// Upper bounds (exclusive) of the hand-off wait buckets, in ns.
 const HAND_OFF_BUCKETS_NS: [u64; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
+/// The bucket of `ns` among buckets with these exclusive upper bounds,
+/// ascending; `upper.len()` for the open-ended last one.
+fn bucket(ns: u64, upper: &[u64]) -> usize {
+    upper.iter().position(|&u| ns < u).unwrap_or(upper.len())
+}
+
 impl Default for Events {
     fn default() -> Self {
         Events {
@@ -153,10 +159,7 @@ pub(crate) fn record(event: Event) {
 /// builds.
 pub(crate) fn record_hand_off(ticks: u64) {
     let ns = ticks.saturating_mul(1_000) / crate::arch::ticks_per_us();
-    let i = HAND_OFF_BUCKETS_NS
-        .iter()
-        .position(|&upper| ns < upper)
-        .unwrap_or(HAND_OFF_BUCKETS_NS.len());
+    let i = bucket(ns, &HAND_OFF_BUCKETS_NS);
     EVENTS.with_borrow_mut(|e| {
         e.hand_offs[i][0] += 1;
         e.hand_offs[i][1] += ns;
@@ -1070,13 +1073,18 @@ struct LockTimeOf {
     long_ns: u64,
     long: u64,
     /// Free time before each acquisition: `[next holder is another thread,
-    /// is the thread that unlocked]` × bucket (< 500 ns, < 2 µs, < 10 µs,
-    /// longer), count and nanoseconds.
-    gaps: [[(u64, u64); 4]; 2],
+    /// is the thread that unlocked]` × bucket of [`GAP_BUCKETS_NS`], count
+    /// and nanoseconds.
+    gaps: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 2],
     /// The hand-overs to another thread again, by how the taker's `lock()`
     /// call went ([`How`]).
-    how: [[(u64, u64); 4]; 5],
+    how: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 5],
 }
+
+/// Upper bounds (exclusive) of [`LockTimeOf`]'s gap buckets, in ns, and
+/// the buckets' names (the last one open-ended).
+const GAP_BUCKETS_NS: [u64; 3] = [500, 2_000, 10_000];
+const GAP_BUCKET_NAMES: [&str; GAP_BUCKETS_NS.len() + 1] = ["<500ns", "<2us", "<10us", ">=10us"];
 
 /// How a `lock()` call went, from the slow-path events it recorded: the
 /// first that applies.
@@ -1124,15 +1132,15 @@ impl LockTime {
         let last_holder = self.last_holder.load(Relaxed);
         if last_holder != 0 {
             let gap = now.saturating_sub(self.last_release.load(Relaxed));
-            let bucket = [500, 2_000, 10_000].iter().take_while(|&&b| gap >= b).count();
-            let same = last_holder == LockTimeOf::id();
-            let slot = &mut mine.gaps[usize::from(same)][bucket];
-            slot.0 += 1;
-            slot.1 += gap;
-            if let Some(how) = how.filter(|_| !same) {
-                let slot = &mut mine.how[how as usize][bucket];
+            let b = bucket(gap, &GAP_BUCKETS_NS);
+            let tally = |slot: &mut (u64, u64)| {
                 slot.0 += 1;
                 slot.1 += gap;
+            };
+            let same = last_holder == LockTimeOf::id();
+            tally(&mut mine.gaps[usize::from(same)][b]);
+            if let Some(how) = how.filter(|_| !same) {
+                tally(&mut mine.how[how as usize][b]);
             }
         }
         now
@@ -1184,7 +1192,7 @@ impl LockTime {
         for (who, buckets) in ["to another thread", "to the same thread"].iter().zip(&t.gaps) {
             let free: u64 = buckets.iter().map(|b| b.1).sum();
             out += &format!(" {who} {} ({}:", ms(free), pct(free));
-            for (name, b) in ["<500ns", "<2us", "<10us", ">=10us"].iter().zip(buckets) {
+            for (name, b) in GAP_BUCKET_NAMES.iter().zip(buckets) {
                 out += &format!(" {name} {}×{}", b.0, ms(b.1));
             }
             out += ");";
