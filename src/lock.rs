@@ -44,6 +44,15 @@ pub(crate) const BACKLOG: usize = 16;
 /// a deliberately broken build that the sanitizer must report.
 const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
+/// A measurement build (`--cfg spinbit_unlock_without_look`, used by
+/// `benches/ab.sh`) whose `unlock` releases LOCKED without looking at the
+/// word first. It stays a mutex (an unlock that finds STARVING in the
+/// release's old value serves the starving sleeper as in the race that the
+/// look leaves open), but starvation mode no longer keeps LOCKED set, so
+/// barging `try_lock`s can take the lock between hand-offs and the bound of
+/// the crate docs is lost: it exists only to show what the look costs.
+const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
+
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
 
@@ -227,15 +236,22 @@ impl<P: Platform> Lock<P> {
     /// The lock must be held by the caller's context.
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        // Relaxed: only our own LOCKED and the STARVING hint are read here;
-        // a STARVING set after this load shows in the release's old value.
-        let s = self.state.load(Relaxed);
-        // Before the release: on an unlocked word it would borrow from the
-        // address bits.
-        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-        if s.addr() & STARVING != 0 {
-            // SAFETY: forwarded from the caller.
-            return unsafe { self.unlock_starving(s) };
+        // This look is what keeps LOCKED set in starvation mode (no fixed
+        // read-modify-write can release the lock in one mode and keep it in
+        // the other) and what it costs is measured: see
+        // `UNLOCK_WITHOUT_LOOK`.
+        if !UNLOCK_WITHOUT_LOOK {
+            // Relaxed: only our own LOCKED and the STARVING hint are read
+            // here; a STARVING set after this load shows in the release's old
+            // value.
+            let s = self.state.load(Relaxed);
+            // Before the release: on an unlocked word it would borrow from
+            // the address bits.
+            debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+            if s.addr() & STARVING != 0 {
+                // SAFETY: forwarded from the caller.
+                return unsafe { self.unlock_starving(s) };
+            }
         }
         // Release: publishes the critical section to the next acquirer.
         let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A/B measurement of a build variant of spinbit against the default build:
+#
+#   benches/ab.sh CFG [ROUNDS [CELL...]]
+#   benches/ab.sh spinbit_unlock_without_look 3
+#
+# CFG is a `--cfg` name the crate knows (Cargo.toml, `[lints.rust]`), e.g.
+# `spinbit_unlock_without_look` (src/lock.rs, `UNLOCK_WITHOUT_LOOK`). The
+# script builds the benchmark twice: as it is, and with
+# `RUSTFLAGS="--cfg CFG"` in its own target directory (target/ab-CFG). Then,
+# ROUNDS times (default 3), it runs each CELL (a benchmark group such as
+# `contended-inline/t8/cs0/think0`; default: the key cells below) for
+# spinbit alone with the full profile (5 interleaved 400 ms windows), once
+# per build, the build that goes first alternating from round to round, so
+# that a slow drift of the machine does not always favour the same one.
+# Each run writes target/spinbit-ab/CFG/{base,variant}-ROUND-CELL.jsonl.
+# About 6 s per run on 2 cores: 3 rounds of the 12 default cells take 8
+# minutes. Keep the machine otherwise idle. Finally it prints the
+# comparison:
+#
+#   cargo run --release --example ab_report -- target/spinbit-ab/CFG
+#
+# Only spinbit runs, so the comparison is of the two builds with each
+# other, not with the peers; a build that wins here is re-measured with the
+# full benchmark before it becomes the default.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if (($# < 1)); then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+fi
+cfg=$1
+rounds=${2:-3}
+shift $(($# < 2 ? $# : 2))
+if ! [[ $cfg =~ ^[a-z_][a-z0-9_]*$ ]]; then
+  echo "ab.sh: $cfg is not a cfg name" >&2
+  exit 2
+fi
+if ! grep -q "cfg($cfg)" Cargo.toml; then
+  echo "ab.sh: cfg($cfg) is not declared in Cargo.toml's [lints.rust]" >&2
+  exit 2
+fi
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "ab.sh: ROUNDS must be a positive integer, not $rounds" >&2
+  exit 2
+fi
+cells=("$@")
+if ((${#cells[@]} == 0)); then
+  cells=(
+    contended-inline/t2/cs0/think0
+    contended-inline/t8/cs0/think0
+    contended-inline/t32/cs0/think0
+    contended-inline/t2/cs0/think100
+    contended-inline/t8/cs0/think100
+    contended-inline/t64/cs0/think100
+    contended-inline/t4/cs100/think0
+    contended-inline/t32/cs100/think0
+    contended-inline/t8/cs1000/think0
+    contended-inline/t64/cs1000/think0
+    handoff-inline/cs1000
+    queue-inline/t2
+  )
+fi
+
+# The benchmark executable that `cargo bench --no-run` reports.
+build() {
+  cargo bench --bench mutex --features bench-ablations --no-run 2>&1 |
+    sed -n 's/.*Executable benches\/mutex.rs (\(.*\))$/\1/p' | tail -1
+}
+base=$(build)
+variant=$(RUSTFLAGS="--cfg $cfg" CARGO_TARGET_DIR="target/ab-$cfg" build)
+if [[ -z $base || -z $variant ]]; then
+  echo "ab.sh: a build failed (run cargo bench --bench mutex --no-run to see why)" >&2
+  exit 1
+fi
+
+out=target/spinbit-ab/$cfg
+rm -rf "$out"
+mkdir -p "$out"
+run() { # build-name executable round cell
+  SPINBIT_BENCH_PROFILE=full SPINBIT_BENCH_OUT="$out/$1-$3-${4//\//_}.jsonl" \
+    "$2" --bench --exact "$4/spinbit" >/dev/null
+}
+for ((r = 1; r <= rounds; r++)); do
+  echo "== round $r of $rounds ($(uptime | sed 's/.*load/load/'))" >&2
+  for cell in "${cells[@]}"; do
+    if ((r % 2)); then
+      run base "$base" "$r" "$cell"
+      run variant "$variant" "$r" "$cell"
+    else
+      run variant "$variant" "$r" "$cell"
+      run base "$base" "$r" "$cell"
+    fi
+  done
+done
+echo "== done ($(uptime | sed 's/.*load/load/'))" >&2
+cargo run --release --example ab_report -- "$out"
