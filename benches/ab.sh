@@ -13,7 +13,8 @@
 # spinbit alone with the full profile (5 interleaved 400 ms windows), once
 # per build, the build that goes first alternating from round to round, so
 # that a slow drift of the machine does not always favour the same one.
-# Each run writes target/spinbit-ab/CFG/{base,variant}-ROUND-CELL.jsonl.
+# Each run writes target/spinbit-ab/CFG/{base,variant}-ROUND-CELL.jsonl
+# (the benchmark's own output goes to run.log there).
 # About 6 s per run on 2 cores: 3 rounds of the 12 default cells take 8
 # minutes. Keep the machine otherwise idle. Finally it prints the
 # comparison:
@@ -80,7 +81,7 @@ rm -rf "$out"
 mkdir -p "$out"
 run() { # build-name executable round cell
   SPINBIT_BENCH_PROFILE=full SPINBIT_BENCH_OUT="$out/$1-$3-${4//\//_}.jsonl" \
-    "$2" --bench --exact "$4/spinbit" >/dev/null
+    "$2" --bench --exact "$4/spinbit" >>"$out/run.log" 2>&1
 }
 for ((r = 1; r <= rounds; r++)); do
   echo "== round $r of $rounds ($(uptime | sed 's/.*load/load/'))" >&2
