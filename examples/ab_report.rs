@@ -60,8 +60,9 @@ struct Machine {
     commit: String,
 }
 
-/// Reads one run's file: its machine and the spinbit row of its cell.
-fn load(path: &std::path::Path) -> Result<(String, Machine, f64, f64, f64, f64), String> {
+/// Reads one run's file (of round `round`): its cell, its machine and
+/// spinbit's run there.
+fn load(path: &std::path::Path, round: u32) -> Result<(String, Machine, Run), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut machine = None;
     let mut row = None;
@@ -78,19 +79,20 @@ fn load(path: &std::path::Path) -> Result<(String, Machine, f64, f64, f64, f64),
             if row.is_some() {
                 return Err(format!("{}: more than one spinbit row", path.display()));
             }
-            row = Some((
-                j.str("group").to_string(),
-                j.num("ops_per_sec") / 1e6,
-                j.num("cpu_ns_per_op"),
-                j.num("fairness"),
-                j.num("max") / 1e6,
-            ));
+            let run = Run {
+                round,
+                mops: j.num("ops_per_sec") / 1e6,
+                cpu: j.num("cpu_ns_per_op"),
+                fairness: j.num("fairness"),
+                max_ms: j.num("max") / 1e6,
+            };
+            row = Some((j.str("group").to_string(), run));
         }
     }
     let machine = machine.ok_or_else(|| format!("{}: no meta line", path.display()))?;
-    let (group, mops, cpu, fairness, max_ms) = row
+    let (group, run) = row
         .ok_or_else(|| format!("{}: no spinbit row (is the cell's name right?)", path.display()))?;
-    Ok((group, machine, mops, cpu, fairness, max_ms))
+    Ok((group, machine, run))
 }
 
 /// `base-3-contended-inline_t2_cs0_think0.jsonl` → ("base", 3).
@@ -117,7 +119,7 @@ fn report(dir: &str) -> Result<String, String> {
         let Some((build, round)) = build_and_round(name) else {
             return Err(format!("{}: not a base-ROUND-… or variant-ROUND-… file", path.display()));
         };
-        let (group, m, mops, cpu, fairness, max_ms) = load(path)?;
+        let (group, m, run) = load(path, round)?;
         match &machine {
             None => machine = Some(m),
             Some(first) if *first != m => {
@@ -136,7 +138,6 @@ fn report(dir: &str) -> Result<String, String> {
             order.push(group.clone());
         }
         let cell = cells.entry(group).or_default();
-        let run = Run { round, mops, cpu, fairness, max_ms };
         if build == "base" { cell.base.push(run) } else { cell.variant.push(run) }
     }
     let machine = machine.ok_or_else(|| format!("{dir}: no base-/variant- .jsonl files"))?;
