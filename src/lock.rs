@@ -52,7 +52,7 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// but starvation mode no longer keeps LOCKED set, so barging `try_lock`s
 /// can take the lock between hand-offs and the bound of the crate docs is
 /// lost: it exists only to show what the look costs (README, "Measuring a
-/// build variant": 8-11 % of the throughput in the cells without critical
+/// build variant": 5-18 % of the throughput in the cells without critical
 /// section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
