@@ -51,9 +51,10 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// look leaves open; `cargo test --release --test mutex` passes with it),
 /// but starvation mode no longer keeps LOCKED set, so barging `try_lock`s
 /// can take the lock between hand-offs and the bound of the crate docs is
-/// lost: it exists only to show what the look costs (README, "Measuring a
-/// build variant": 5-18 % of the throughput in the cells without critical
-/// section or think time on an Intel Xeon VM).
+/// lost, and so is the debug check of an unlock of an unlocked mutex, which
+/// reads the look: it exists only to show what the look costs (README,
+/// "Measuring a build variant": 5-18 % of the throughput in the cells
+/// without critical section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
 /// The tag bits; the rest of the word is the address of the top node.
