@@ -15,7 +15,7 @@
 # that a slow drift of the machine does not always favour the same one.
 # Each run writes target/spinbit-ab/CFG/{base,variant}-ROUND-CELL.jsonl
 # (the benchmark's own output goes to run.log there).
-# About 6 s per run on 2 cores: 3 rounds of the 12 default cells take 8
+# About 7 s per run on 2 cores: 3 rounds of the 12 default cells take 10
 # minutes. Keep the machine otherwise idle. Finally it prints the
 # comparison:
 #

@@ -105,7 +105,6 @@ fn build_and_round(name: &str) -> Option<(&str, u32)> {
 
 fn report(dir: &str) -> Result<String, String> {
     let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
     let mut machine: Option<Machine> = None;
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| format!("{dir}: {e}"))?
@@ -134,9 +133,6 @@ fn report(dir: &str) -> Result<String, String> {
             }
             Some(_) => {}
         }
-        if !cells.contains_key(&group) {
-            order.push(group.clone());
-        }
         let cell = cells.entry(group).or_default();
         if build == "base" { cell.base.push(run) } else { cell.variant.push(run) }
     }
@@ -157,8 +153,7 @@ fn report(dir: &str) -> Result<String, String> {
         runs.sort_by_key(|r| r.round);
         runs.iter().map(|r| f_sig(r.mops)).collect::<Vec<_>>().join(", ")
     };
-    for group in &order {
-        let cell = cells.get_mut(group).expect("every group was inserted");
+    for (group, cell) in &mut cells {
         let (b, v) = (by_round(&mut cell.base), by_round(&mut cell.variant));
         let med = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
         let min = |runs: &[Run]| runs.iter().map(|r| r.mops).fold(f64::INFINITY, f64::min);
