@@ -17,7 +17,7 @@ use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{
     AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, SlowYield,
-    SlowYieldClockAtPush, ThreadPark, WidePingPong,
+    SlowYieldClockAtPush, ThreadPark, ThreadParkLosesTokens, WidePingPong,
 };
 use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
@@ -1851,6 +1851,61 @@ fn parker_survives_an_early_unpark() {
     // SAFETY: armed above and not parked yet.
     unsafe { <Native as Platform>::Parker::unpark(&p) };
     p.park();
+}
+
+/// A `Thread::unpark` aimed at a thread while it sleeps in `lock` reaches
+/// the thread's own `thread::park` after the lock is taken, as with std's
+/// and parking_lot's mutexes: code that checks a condition, takes a lock
+/// and then parks (an executor's waker, a hand-written event loop) must not
+/// lose that wake to the mutex's parker.
+fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>() {
+    // Far above the time a thread with a token takes to return from
+    // `park_timeout` (at once, also under emulation or a sanitizer); a
+    // lost token makes it wait this long.
+    const LIMIT: Duration = Duration::from_secs(2);
+    let g = Guarded::<P>::new();
+    g.lock.lock();
+    let (parked, waited) = thread::scope(|s| {
+        let h = s.spawn(|| {
+            g.increment();
+            let parked = my_events().get(Event::Parked);
+            let start = Instant::now();
+            thread::park_timeout(LIMIT);
+            (parked, start.elapsed())
+        });
+        while g.sleepers() < 1 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        h.thread().unpark();
+        // Long enough for the sleeper to return from its park and park
+        // again, taking the token.
+        thread::sleep(Duration::from_millis(20));
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        h.join().unwrap()
+    });
+    assert!(parked >= 1, "the waiter never slept in `lock`");
+    assert!(
+        waited < LIMIT / 2,
+        "the unpark aimed at the thread while it slept in `lock` was lost: its \
+         `park_timeout` after the lock waited {waited:?}"
+    );
+}
+
+#[test]
+fn a_thread_keeps_its_park_token_futex_parker() {
+    keeps_the_threads_park_token::<Native>();
+}
+
+#[test]
+fn a_thread_keeps_its_park_token_portable_parker() {
+    keeps_the_threads_park_token::<ThreadPark>();
+}
+
+#[test]
+#[should_panic(expected = "was lost")]
+fn a_parker_that_keeps_foreign_tokens_fails_the_token_check() {
+    keeps_the_threads_park_token::<ThreadParkLosesTokens>();
 }
 
 // ---------------------------------------------------------------------------

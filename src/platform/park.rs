@@ -12,14 +12,19 @@ const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
 
 /// A wait word plus the handle of the thread that waits on it.
-pub(crate) struct ThreadParker {
+///
+/// `LOSES_TOKENS` (tests only) is a deliberately broken parker that keeps
+/// the park tokens it took that were not its wake (see
+/// [`give_back_token`]): the negative control of the test that a
+/// `Thread::unpark` aimed at a sleeping waiter is not lost.
+pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false> {
     word: AtomicU32,
     /// Set by the owning thread in `prepare`, read by the unparker before its
     /// wake store; never both at once (the node's publication orders them).
     thread: UnsafeCell<Option<Thread>>,
 }
 
-impl Parker for ThreadParker {
+impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     fn new() -> Self {
         ThreadParker { word: AtomicU32::new(AWAKE), thread: UnsafeCell::new(None) }
     }
@@ -36,26 +41,36 @@ impl Parker for ThreadParker {
     }
 
     fn park(&self) {
-        // `unparked` acquires the store in `unpark`. `park` may
-        // return spuriously or consume a stale token; the loop re-checks.
+        // `unparked` acquires the store in `unpark`. `park` may return
+        // spuriously or on a token that was not ours; the loop re-checks.
+        let mut took_foreign = false;
         while !self.unparked() {
             thread::park();
+            took_foreign |= !self.unparked();
         }
+        give_back_token(took_foreign && !LOSES_TOKENS);
     }
 
     type Deadline = Instant;
 
     fn park_until(&self, deadline: Instant) -> bool {
-        // As in `park`. `park_timeout` may return early (spuriously
-        // or on a stale token); the loop re-checks the word and the clock.
-        while !self.unparked() {
+        // As in `park`. `park_timeout` may return early (spuriously or on
+        // a token that was not ours); the loop re-checks the word and the
+        // clock.
+        let mut took_foreign = false;
+        let woken = loop {
+            if self.unparked() {
+                break true;
+            }
             let now = Instant::now();
             if now >= deadline {
-                return self.unparked();
+                break self.unparked();
             }
             thread::park_timeout(deadline - now);
-        }
-        true
+            took_foreign |= !self.unparked();
+        };
+        give_back_token(took_foreign && !LOSES_TOKENS);
+        woken
     }
 
     fn unparked(&self) -> bool {
@@ -72,5 +87,19 @@ impl Parker for ThreadParker {
         // SAFETY: still live; after this store the thread may return.
         unsafe { (*this).word.store(AWAKE, Release) };
         thread.expect("unpark of a parker that was never armed").unpark();
+    }
+}
+
+/// Gives the calling thread back a park token that one of our parks took
+/// while our word was still PARKED: that token was not our wake but (unless
+/// the return was spurious) a `Thread::unpark` meant for the thread's own
+/// `thread::park`, by code that knows nothing of the mutex, e.g. an
+/// executor's waker or a caller's "check, then park" loop. Losing it would
+/// leave that `park` asleep after the lock is taken (std's and parking_lot's
+/// mutexes never touch the token). A token given back for a spurious return
+/// is a spurious wake of the thread's next `park`, which `park` allows.
+fn give_back_token(took_foreign: bool) {
+    if took_foreign {
+        thread::current().unpark();
     }
 }
