@@ -536,8 +536,12 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 
 /// The value of a tuning constant: the environment variable
 /// `SPINBIT_<name>` if it is set, else `default`. Read once per process, at
-/// the constant's first use (a slow path), and cached; a value that is not a
-/// non-negative integer that fits a `u64` panics, naming the variable.
+/// the constant's first use (a slow path), and cached. A value that is not a
+/// non-negative integer that fits a `u64` aborts the process with a message
+/// naming the variable: the first use can come while the thread's waiter
+/// node is on the lock's stack or while it owns the stack, and a panic
+/// there would unwind past the node (which lives in the unwound frame) or
+/// leave the stack owned for good.
 #[cfg(feature = "tuning")]
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
@@ -550,14 +554,16 @@ pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
 #[cold]
 fn read_tuning(knob: Knob, default: u64) -> u64 {
     let var = format!("SPINBIT_{}", knob.name());
+    let bad = |why: String| -> ! {
+        eprintln!("spinbit (feature `tuning`): {var}{why}; aborting");
+        std::process::abort()
+    };
     match std::env::var(&var) {
         Err(std::env::VarError::NotPresent) => default,
-        Err(e) => panic!("spinbit (feature `tuning`): {var}: {e}"),
+        Err(e) => bad(format!(": {e}")),
         Ok(text) => match text.trim().replace('_', "").parse::<u64>() {
             Ok(v) => v,
-            Err(e) => panic!(
-                "spinbit (feature `tuning`): {var}={text:?} is not a non-negative integer: {e}"
-            ),
+            Err(e) => bad(format!("={text:?} is not a non-negative integer: {e}")),
         },
     }
 }
