@@ -941,6 +941,7 @@ impl<P: Platform> Lock<P> {
         } else {
             self.take_stack()
         };
+        P::record(Event::Leaving);
         let linked = loop {
             let top = head(s);
             if top.is_null() {
@@ -977,8 +978,10 @@ impl<P: Platform> Lock<P> {
                 }
                 // Success Relaxed: we keep the stack, and give it back with
                 // Release below. Failure Acquire: nodes were pushed on top of
-                // us, and the retry walks them.
-                match self.state.compare_exchange(s, with_flags(next, f), Relaxed, Acquire) {
+                // us, and the retry walks them
+                // (`model::a_timed_out_top_unlinks_itself_under_a_push`).
+                let retry = if P::FAULT == Fault::RelaxedLeaveRetry { Relaxed } else { Acquire };
+                match self.state.compare_exchange(s, with_flags(next, f), Relaxed, retry) {
                     Ok(_) => {
                         s = with_flags(next, f);
                         break true;
@@ -986,7 +989,10 @@ impl<P: Platform> Lock<P> {
                     // `next` keeps the tail we gave it: walks stop at our
                     // node, which caches it too, and after our unlink at
                     // the top, which the retry's walk makes cache it.
-                    Err(now) => s = now,
+                    Err(now) => {
+                        P::record(Event::LeaveRetried);
+                        s = now;
+                    }
                 }
             }
         };
@@ -1165,7 +1171,12 @@ impl<P: Platform> Lock<P> {
                 | if starving { STARVING } else { 0 }
                 | if backlog { BACKLOG } else { 0 };
             // Release: our `prev`/`tail` edits, for the next stack owner.
-            match self.state.compare_exchange(s, with_flags(s, f), Release, Relaxed) {
+            // Our unlock's Release covers them too, but a stack owner that
+            // does not take the lock first (a leaving timed waiter, a
+            // starving sleeper) can come before it
+            // (`model::a_timed_waiter_leaves_after_a_holders_look`).
+            let order = if P::FAULT == Fault::RelaxedLookGiveBack { Relaxed } else { Release };
+            match self.state.compare_exchange(s, with_flags(s, f), order, Relaxed) {
                 Ok(_) => break,
                 // Relaxed: a retry only merges the flags (pushes on top);
                 // no node is read again.

@@ -96,6 +96,9 @@ struct Steer {
     /// If set, the timeout thread waits for the gate when it records the
     /// event, once.
     event_gate: Option<(Event, &'static Gate)>,
+    /// If set, this thread waits for the gate when it records the event,
+    /// once (`hold_thread_at_event`).
+    thread_gate: Option<(thread::ThreadId, Event, &'static Gate)>,
     /// If set, sleepers are backed up (`Platform::backlog_sleepers`) when a
     /// stack owner leaves more than this many; if not, never.
     backlog: Option<u32>,
@@ -159,6 +162,19 @@ pub(crate) fn record(event: Event) {
                     && s.timeout_thread == Some(thread::current().id()) =>
             {
                 s.event_gate = None;
+                Some(go)
+            }
+            _ => None,
+        }
+    });
+    if let Some(gate) = gate {
+        gate.pass();
+    }
+    let gate = STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.thread_gate {
+            Some((id, e, go)) if e as usize == event as usize && id == thread::current().id() => {
+                s.thread_gate = None;
                 Some(go)
             }
             _ => None,
@@ -308,6 +324,13 @@ fn hold_at_event(event: Event, gate: &'static Gate) {
         s.timeout_thread = Some(thread::current().id());
         s.event_gate = Some((event, gate));
     });
+}
+
+/// Makes the current thread wait at `gate` when it records `event`, once;
+/// unlike `hold_at_event`, for any thread, the timeout thread's settings
+/// untouched.
+fn hold_thread_at_event(event: Event, gate: &'static Gate) {
+    STEER.with(|s| s.borrow_mut().thread_gate = Some((thread::current().id(), event, gate)));
 }
 
 /// Called by the loom parker when an untimed sleep ends.
@@ -1640,4 +1663,132 @@ fn broken_timed_out_waiter_unlinks_without_the_stack_lock() {
 #[should_panic(expected = "deadlock")]
 fn broken_timed_out_waiter_keeps_the_spinning_bit() {
     timed_spinner_gives_up::<13>(bound(2, 2));
+}
+
+/// A timed waiter at the top of the stack times out and takes the stack to
+/// unlink itself while another waiter pushes on top of it: the unlink's CAS
+/// fails, and the retry walks the new node, whose fields only that CAS's
+/// failure ordering (Acquire, pairing with the push's Release) makes
+/// visible. The timed waiter waits at a gate once it owns the stack, and
+/// the other waiter starts then, so no preemption goes into getting there.
+fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let gate = Gate::new();
+        g.lock.lock();
+        let t = thread::spawn(move || {
+            // Only this thread's sleep times out, and it waits at the gate
+            // once it owns the stack to leave.
+            allow_my_timeouts(1, None);
+            hold_at_event(Event::Leaving, gate);
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+        });
+        g.wait_for(|w| w & STACK_LOCKED != 0);
+        let t_node = g.word() & !FLAGS;
+        let w = thread::spawn(move || g.increment());
+        // Until the other waiter sleeps on top of the timed one.
+        g.wait_for(|w| w & !FLAGS != t_node);
+        gate.open();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        t.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(g.value(), 1 + won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn a_timed_out_top_unlinks_itself_under_a_push() {
+    let seen = leave_under_a_push::<0>(bound(1, 3));
+    assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::LeaveRetried) > 0, "{seen:?}");
+}
+
+thread_local! {
+    /// Set when, in one execution of `look_then_leave`, the holder looked
+    /// at the stack and the timed waiter it looked at then left it.
+    static LOOKED_THEN_LEFT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A thread takes the lock by spinning while a timed waiter is on the
+/// stack, and its look (every spin acquisition looks under rule 2)
+/// caches the tail in the top node, the waiter's, and gives the stack back.
+/// Then, while that thread still holds the lock, the waiter times out
+/// and takes the stack to leave, and its walk reads what the look wrote:
+/// only the look's Release give-back, acquired by the leaver's take, orders
+/// the two, since the leaver does not take the lock. The waiter waits at a
+/// gate after its push, and the spinner at another once it holds SPINNING,
+/// until the first holder has released the lock: no preemption goes into
+/// getting there.
+fn look_then_leave<const F: u8>(bound: Bound) -> Seen {
+    LOOKED_THEN_LEFT.set(false);
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 2>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let gate = Gate::new();
+        let spin_gate = Gate::new();
+        let looks = SEEN.with(|s| s.borrow().of(Event::Look));
+        let left = SEEN.with(|s| s.borrow().of(Event::TimedOut));
+        g.lock.lock();
+        let t = thread::spawn(move || {
+            // Only this thread's sleep times out; it waits at the gate
+            // right after its push.
+            allow_my_timeouts(1, None);
+            hold_at_event(Event::Parked, gate);
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+            done.store(true, Relaxed);
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        let m = thread::spawn(move || {
+            // It waits at the gate once it holds SPINNING, before its
+            // spin's first look at the word.
+            hold_thread_at_event(Event::Spun, spin_gate);
+            g.lock.lock();
+            while !done.load(Relaxed) {
+                thread::yield_now();
+            }
+            g.add_one_locked();
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        });
+        g.wait_for(|w| w & SPINNING != 0);
+        g.add_one_locked();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        spin_gate.open();
+        gate.open();
+        t.join().unwrap();
+        m.join().unwrap();
+        assert_eq!(g.value(), 2 + won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+        let looked = SEEN.with(|s| s.borrow().of(Event::Look)) > looks;
+        let timed_out = SEEN.with(|s| s.borrow().of(Event::TimedOut)) > left;
+        if looked && timed_out {
+            LOOKED_THEN_LEFT.set(true);
+        }
+    })
+}
+
+#[test]
+fn a_timed_waiter_leaves_after_a_holders_look() {
+    let seen = look_then_leave::<0>(bound(1, 2));
+    assert!(LOOKED_THEN_LEFT.get(), "no execution where the waiter left after a look: {seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
+    look_then_leave::<24>(bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_timed_out_top_retries_its_unlink_with_a_relaxed_look() {
+    leave_under_a_push::<23>(bound(0, 0));
 }

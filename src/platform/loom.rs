@@ -58,7 +58,9 @@ pub(crate) const fn fault(n: u8) -> Fault {
         19 => Fault::RelaxedTakeOnPush,
         20 => Fault::CountOnOwnedStack,
         21 => Fault::RelaxedGiveBackRetry,
-        _ => Fault::PoppedStarverKeepsNoDeadline,
+        22 => Fault::PoppedStarverKeepsNoDeadline,
+        23 => Fault::RelaxedLeaveRetry,
+        _ => Fault::RelaxedLookGiveBack,
     }
 }
 

@@ -114,6 +114,14 @@ pub(crate) enum Fault {
     /// first yield: the time its arrival yields took counts towards no
     /// deadline (native test platform `SlowYieldClockAtPush` only).
     ClockStartsAtPush,
+    /// A timed waiter at the top of the stack that unlinks itself retries
+    /// its failed CAS with a Relaxed look, and walks the nodes pushed on top
+    /// of it meanwhile unsynchronised.
+    RelaxedLeaveRetry,
+    /// A holder's look gives the stack back with a Relaxed CAS: the next
+    /// stack owner that does not take the lock first (a leaving timed
+    /// waiter) reads the tail the look cached unsynchronised.
+    RelaxedLookGiveBack,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -430,8 +438,13 @@ pub(crate) enum Event {
     /// A thread woken with neither the lock nor SPINNING (past the
     /// spinner) renewed its arrival yields before sleeping again.
     YieldsRenewed,
+    /// A timed waiter past its deadline took the stack to unlink itself.
+    Leaving,
+    /// A timed waiter that unlinks itself from the top of the stack found
+    /// nodes pushed on top of it (its CAS failed) and walks the stack again.
+    LeaveRetried,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::YieldsRenewed as usize + 1;
+pub(crate) const EVENTS: usize = Event::LeaveRetried as usize + 1;
