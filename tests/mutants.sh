@@ -4,6 +4,7 @@
 #   tests/mutants.sh [JOBS [NAME...]]
 #   tests/mutants.sh 2
 #   tests/mutants.sh 1 push-release unlock-release
+#   tests/mutants.sh --check      # only checks that every mutant still applies
 #
 # Each mutant below weakens one atomic ordering of src/lock.rs (one
 # occurrence of one piece of text, replaced). For each, the script copies
@@ -33,6 +34,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+check_only=false
+if [ "${1:-}" = --check ]; then
+  check_only=true
+  shift
+fi
 jobs=${1:-1}
 shift $(($# < 1 ? $# : 1))
 if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
@@ -96,6 +102,10 @@ done
 if ((${#selected[@]} == 0)); then
   echo "mutants.sh: no mutant named $*" >&2
   exit 2
+fi
+if $check_only; then
+  echo "mutants.sh: all ${#selected[@]} mutants apply to $src"
+  exit 0
 fi
 
 # Runs mutant $2 in work directory $1 and prints its result line.
