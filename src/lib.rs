@@ -146,7 +146,11 @@
 //! unlinks the oldest node, marks it as owning the lock, releases the stack
 //! with `LOCKED` still set and wakes it; the woken thread returns from `lock`
 //! without touching the word. `LOCKED` is never clear in between, so no
-//! barging `fetch_or`, spinner or newcomer can take the lock first. The
+//! barging `fetch_or`, spinner or newcomer can take the lock first. An
+//! unlock that finds the stack owned by another thread (a sleeper marking
+//! itself, a timed waiter leaving, a waker) waits for that owner with
+//! `LOCKED` still set: stack owners never wait for the lock and give the
+//! stack back after a bounded number of steps. The
 //! hand-off judges the next oldest sleeper and leaves `STARVING` set only if
 //! it starves too; once nobody starves, the spin bit's normal behaviour
 //! resumes. A waker that finds the oldest sleeper starving while the lock is
@@ -166,9 +170,10 @@
 //! word just before `STARVING` was set; then that unlock takes the lock back
 //! for the bottom sleeper, or the one thread that took the lock first hands
 //! it over at its own unlock (it acquired after `STARVING` was set, so its
-//! unlock sees it). Each of these steps needs only the holder to run; what
-//! the bound cannot include is time the OS keeps a runnable holder or
-//! recipient off the CPU. The price of a hand-off is that the lock stays
+//! unlock sees it). Each of these steps needs only the holder to run, and
+//! at most a bounded number of steps of a thread that owns the stack; what
+//! the bound cannot include is time the OS keeps a runnable holder, stack
+//! owner or recipient off the CPU. The price of a hand-off is that the lock stays
 //! held while the recipient wakes and waits for a CPU; that is why it is
 //! kept for starving waiters and for explicit fair unlocks. To shorten that
 //! wait, an unlock in starvation mode yields its CPU right after its

@@ -1368,16 +1368,35 @@ impl<P: Platform> Lock<P> {
     #[inline(never)]
     unsafe fn unlock_starving(&self, mut s: *mut Node<P>) {
         s = loop {
-            if s.addr() & STARVING == 0 || s.addr() & STACK_LOCKED != 0 {
-                // Starvation mode ended, or the stack has an owner, which
-                // decides when it gives the stack back: it takes LOCKED back
-                // and hands over if the oldest sleeper still starves.
+            let owned = s.addr() & STACK_LOCKED != 0;
+            if s.addr() & STARVING == 0
+                || (owned && P::FAULT == Fault::StarvingUnlockReleasesWhenOwned)
+            {
+                // Starvation mode ended: a plain unlock. (Broken on purpose
+                // with the fault: releasing while another thread owns the
+                // stack lets barging acquisitions in until that owner gives
+                // the stack back.)
                 let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
                 if unlock_needs_slow_path(old) {
                     // SAFETY: we just released the lock.
                     unsafe { self.unlock_slow(old) };
                 }
                 return;
+            }
+            if owned {
+                // Another thread owns the stack: a sleeper marking itself,
+                // a timed waiter leaving, an unlocker serving the oldest
+                // sleeper. Wait for it, keeping LOCKED: released now, the
+                // lock would be anybody's until that owner gives the stack
+                // back, and every holder in between would release it too
+                // (`model::a_starving_unlock_waits_for_the_stack_owner`).
+                // Stack owners that do not hold LOCKED never wait for it and
+                // give the stack back after a bounded number of steps (one
+                // that finds LOCKED held leaves STARVING set for us), so this
+                // wait is bounded, as in `unlock_fair`.
+                P::wait_for_stack();
+                s = self.state.load(Relaxed);
+                continue;
             }
             // Acquire: the nodes' fields, as in `unlock_fair`.
             match self.take_stack_from(s, Acquire) {

@@ -898,6 +898,84 @@ fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
     })
 }
 
+/// Sleeper `a` marks itself starving while the main thread holds the lock
+/// (`STARVING` set, nobody marked before it: m = 0). Then sleeper `b` marks
+/// itself too, and is held at a gate while it owns the stack (inside
+/// `starve`). The main thread unlocks: its look sees `STARVING` with the
+/// stack owned. A third thread tries `barges` times to barge in with
+/// `try_lock` meanwhile, then opens the gate. Each holder appends its digit
+/// to the guarded number (`a` 1, `b` 2, the barger 9): by the crate docs'
+/// bound, `a` waits for at most m + 1 = 1 critical section once it has
+/// marked itself, the main thread's, so no digit comes before its own.
+fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let marks: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        let gate = Gate::new();
+        let turn = move |digit: usize| {
+            g.lock.lock();
+            g.data.with_mut(|p| {
+                // SAFETY: loom checks that the lock orders this access.
+                unsafe { *p = *p * 10 + digit }
+            });
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        };
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            turn(1);
+        })];
+        g.wait_for(|w| w & STARVING != 0);
+        handles.push(thread::spawn(move || {
+            allow_one_more_of_my_timeouts();
+            hold_thread_at_event(Event::Starved, gate);
+            turn(2);
+        }));
+        while marks.load(Relaxed) < 2 {
+            thread::yield_now();
+        }
+        // `b` owns the stack, held at the gate.
+        let unlocking: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        handles.push(thread::spawn(move || {
+            while !unlocking.load(Relaxed) {
+                thread::yield_now();
+            }
+            for _ in 0..barges {
+                if g.lock.try_lock() {
+                    g.data.with_mut(|p| {
+                        // SAFETY: loom checks that the lock orders this access.
+                        unsafe { *p = *p * 10 + 9 }
+                    });
+                    // SAFETY: locked just above.
+                    unsafe { g.lock.unlock() };
+                }
+            }
+            gate.open();
+        }));
+        unlocking.store(true, Relaxed);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string();
+        let before_a = order.find('1').expect("a took the lock");
+        assert_eq!(before_a, 0, "a starving sleeper was overtaken {before_a} times: order {order}");
+    })
+}
+
+#[test]
+fn a_starving_unlock_waits_for_the_stack_owner() {
+    let seen = starving_unlock_beside_a_stack_owner::<0>(2, bound(0, 1));
+    assert!(seen.of(Event::Starved) > 1 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "a starving sleeper was overtaken")]
+fn broken_starving_unlock_releases_while_the_stack_is_owned() {
+    starving_unlock_beside_a_stack_owner::<25>(2, bound(0, 0));
+}
+
 #[test]
 fn marked_sleepers_are_handed_the_lock_in_mark_order() {
     // `b` marks right above `a`: it stays where it is.

@@ -60,7 +60,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         21 => Fault::RelaxedGiveBackRetry,
         22 => Fault::PoppedStarverKeepsNoDeadline,
         23 => Fault::RelaxedLeaveRetry,
-        _ => Fault::RelaxedLookGiveBack,
+        24 => Fault::RelaxedLookGiveBack,
+        _ => Fault::StarvingUnlockReleasesWhenOwned,
     }
 }
 

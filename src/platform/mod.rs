@@ -122,6 +122,10 @@ pub(crate) enum Fault {
     /// stack owner that does not take the lock first (a leaving timed
     /// waiter) reads the tail the look cached unsynchronised.
     RelaxedLookGiveBack,
+    /// An unlock in starvation mode that finds the stack owned by another
+    /// thread releases LOCKED instead of waiting for the owner: barging
+    /// acquisitions take the lock before the starving sleeper.
+    StarvingUnlockReleasesWhenOwned,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
