@@ -1171,12 +1171,14 @@ fn retake_races_a_barger_and_a_retiring_spinner() {
     assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
-/// Four threads: after a wake unlinks the oldest of two sleepers, a third
-/// thread, which never synchronised with the woken one, owns the stack
-/// next (its `unlock_fair` walks the links the wake edited).
-fn unlink_then_third_owner<const F: u8>(bound: Bound) -> Seen {
+/// Four threads: after a wake unlinks the oldest of two sleepers (or,
+/// with the mostly-LIFO wake policy `M` = 1 of the test builds, pops the
+/// newest and caches the tail in the new top), a third thread, which never
+/// synchronised with the woken one, owns the stack next (its `unlock_fair`
+/// walks the links and reads the cache the wake wrote).
+fn unlink_then_third_owner<const F: u8, const M: u32>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<F, 0, M, 0>::new();
         let m_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
         g.lock.lock();
@@ -1208,8 +1210,14 @@ fn unlink_then_third_owner<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn wake_unlinks_the_oldest_then_a_third_thread_owns_the_stack() {
-    let seen = unlink_then_third_owner::<0>(bound(1, 2));
+    let seen = unlink_then_third_owner::<0, 0>(bound(1, 2));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
+}
+
+#[test]
+fn wake_of_the_newest_then_a_third_thread_owns_the_stack() {
+    let seen = unlink_then_third_owner::<0, 1>(bound(1, 2));
+    assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 /// Sleepers backed up: the main thread holds the lock while `sleepers`
@@ -1575,7 +1583,13 @@ fn broken_retake_is_relaxed() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_unlink_of_the_oldest_is_relaxed() {
-    unlink_then_third_owner::<10>(bound(1, 1));
+    unlink_then_third_owner::<10, 0>(bound(1, 1));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_wake_of_the_newest_is_relaxed() {
+    unlink_then_third_owner::<26, 1>(bound(1, 1));
 }
 
 // Timed waiters (`RawMutexTimed`). In the model every deadline falls during

@@ -27,10 +27,12 @@
 # The orderings that already have a negative control in the models (the
 # `Fault` variants of src/platform/loom.rs, e.g. the pop's retry and
 # unlink, the move's, the leave's and the give-back's retries, the push
-# count's CASes, the retake, the look's give-back) are not repeated here,
-# nor those that only the broken protocols of the controls execute. A piece of text that no longer occurs
-# exactly as often as its mutant says (the code changed) stops the script
-# before anything runs.
+# count's CASes, the retake, the look's give-back, the wake of the newest)
+# are not repeated here, nor those that only the broken protocols of the
+# controls execute. A piece of text that no longer occurs as often as its
+# mutant says (the code changed) stops the script before anything runs.
+# Two mutants survive every model, for reasons the summary gives (`known`
+# below, and the comments at those orderings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,13 +65,13 @@ mutants=(
   'serve-release ## 1 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
   'starving-take-stack-acquire ## 5 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'pop-empty-release ## 1 ## compare_exchange(s, empty, Release, retry_order ## compare_exchange(s, empty, Relaxed, retry_order'
-  'pop-unlink-top-release ## 1 ## compare_exchange(s, new, Release, retry_order ## compare_exchange(s, new, Relaxed, retry_order'
 )
 
 # Mutants that no model can catch, and why (the comment at the ordering
 # says so too).
 declare -A known=(
   [starve-mark-failure-acquire]="with STARVING set, release_after_leave walks nodes only after serve's Acquire retake"
+  [pop-empty-release]="the stack is empty after it: no later stack owner reads a node it wrote; the popped thread reads its node after its parker's Acquire"
 )
 
 out=target/mutants

@@ -61,7 +61,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         22 => Fault::PoppedStarverKeepsNoDeadline,
         23 => Fault::RelaxedLeaveRetry,
         24 => Fault::RelaxedLookGiveBack,
-        _ => Fault::StarvingUnlockReleasesWhenOwned,
+        25 => Fault::StarvingUnlockReleasesWhenOwned,
+        _ => Fault::RelaxedHeadWake,
     }
 }
 

@@ -126,6 +126,10 @@ pub(crate) enum Fault {
     /// thread releases LOCKED instead of waiting for the owner: barging
     /// acquisitions take the lock before the starving sleeper.
     StarvingUnlockReleasesWhenOwned,
+    /// A wake of the newest sleeper (the mostly-LIFO wake policy of test
+    /// builds) publishes the new top with a Relaxed CAS: the next stack
+    /// owner reads the tail it cached unsynchronised.
+    RelaxedHeadWake,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
