@@ -1376,7 +1376,12 @@ impl<P: Platform> Lock<P> {
                 // with the fault: releasing while another thread owns the
                 // stack lets barging acquisitions in until that owner gives
                 // the stack back.)
-                let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
+                P::record(Event::StarvingEndedAtUnlock);
+                // Release: as in `unlock`
+                // (`model::a_starving_unlock_releases_once_the_mark_has_left`).
+                let order =
+                    if P::FAULT == Fault::RelaxedStarvingRelease { Relaxed } else { UNLOCK_ORDER };
+                let old = self.state.fetch_sub(LOCKED, order);
                 if unlock_needs_slow_path(old) {
                     // SAFETY: we just released the lock.
                     unsafe { self.unlock_slow(old) };

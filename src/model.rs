@@ -848,6 +848,77 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
     })
 }
 
+/// A timed waiter that judges itself (rule 5) marks itself starving while
+/// the main thread holds the lock, then reaches its own deadline and is
+/// held at a gate once it owns the stack to leave. The main thread unlocks:
+/// its look sees STARVING and the owned stack, so it waits; a third thread
+/// opens the gate and tries to lock. The waiter leaves alone, clearing STARVING, and
+/// the main thread's unlock, finding it cleared, releases the lock as a
+/// plain unlock, whose Release publishes its critical section to the third
+/// thread.
+fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let unlocking: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let gate = Gate::new();
+        let left = Gate::new();
+        g.lock.lock();
+        let t = thread::spawn(move || {
+            // Both timed sleeps time out: at the starvation deadline, then at
+            // its own; it waits at the gate once it owns the stack to leave.
+            allow_my_timeouts(2, None);
+            hold_thread_at_event(Event::Leaving, gate);
+            if g.increment_timed(false) {
+                won.fetch_add(1, Relaxed);
+            }
+            left.open();
+        });
+        g.wait_for(|w| w & STARVING != 0 && w & STACK_LOCKED != 0);
+        let x = thread::spawn(move || {
+            while !unlocking.load(Relaxed) {
+                thread::yield_now();
+            }
+            gate.open();
+            // Blocks (two threads that yield-wait at once let loom alternate
+            // between them forever) until the waiter is done, then
+            // `try_lock`s until it succeeds: an acquisition that reads the
+            // main thread's release directly (a sleeper would be woken by
+            // the main thread's later Release steps).
+            left.pass();
+            while !g.lock.try_lock() {
+                thread::yield_now();
+            }
+            g.add_one_locked();
+            // SAFETY: try_lock succeeded.
+            unsafe { g.lock.unlock() };
+        });
+        g.add_one_locked();
+        unlocking.store(true, Relaxed);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        t.join().unwrap();
+        x.join().unwrap();
+        assert_eq!(g.value(), 2 + won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn a_starving_unlock_releases_once_the_mark_has_left() {
+    let seen = mark_leaves_while_the_holder_waits::<0>(bound(1, 1));
+    assert!(
+        seen.of(Event::LeftStarving) > 0 && seen.of(Event::StarvingEndedAtUnlock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
+    mark_leaves_while_the_holder_waits::<27>(bound(1, 1));
+}
+
 /// Two sleepers mark themselves starving one after the other while the
 /// main thread holds the lock: `a` first (the main thread waits for the
 /// STARVING it sets), then `b`, pushed after that, on top of `c`, an

@@ -62,7 +62,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         23 => Fault::RelaxedLeaveRetry,
         24 => Fault::RelaxedLookGiveBack,
         25 => Fault::StarvingUnlockReleasesWhenOwned,
-        _ => Fault::RelaxedHeadWake,
+        26 => Fault::RelaxedHeadWake,
+        _ => Fault::RelaxedStarvingRelease,
     }
 }
 

@@ -130,6 +130,9 @@ pub(crate) enum Fault {
     /// builds) publishes the new top with a Relaxed CAS: the next stack
     /// owner reads the tail it cached unsynchronised.
     RelaxedHeadWake,
+    /// An unlock that saw STARVING and then found it cleared releases the
+    /// lock with a Relaxed RMW.
+    RelaxedStarvingRelease,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -451,8 +454,11 @@ pub(crate) enum Event {
     /// A timed waiter that unlinks itself from the top of the stack found
     /// nodes pushed on top of it (its CAS failed) and walks the stack again.
     LeaveRetried,
+    /// An unlock that saw STARVING found it cleared (by a stack owner it
+    /// may have waited for) and released the lock as a plain unlock.
+    StarvingEndedAtUnlock,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::LeaveRetried as usize + 1;
+pub(crate) const EVENTS: usize = Event::StarvingEndedAtUnlock as usize + 1;
