@@ -1403,9 +1403,10 @@ impl<P: Platform> Lock<P> {
                 // the stack back within microseconds, and a yield at once
                 // (as in `unlock_fair`) lets the other runnable threads run
                 // first while the lock stays held (`contended-inline/t64/
-                // cs100/think0`: 5.5-5.8 Mops/s yielding at once, 7.2-7.3
-                // spinning first or releasing as before; Intel Xeon VM, the
-                // cell filtered, two runs each).
+                // cs100/think0`, Intel Xeon VM, three rounds each: 5.5-5.8
+                // Mops/s yielding at once, 7.3-7.4 spinning first, 7.1-7.7
+                // releasing as before; benches/results/
+                // ab-x86_64-intel-xeon-starving-unlock-waits.md).
                 let (_, deadline) = P::spin_deadline();
                 loop {
                     P::spin_hint();

@@ -72,6 +72,17 @@ impl Gate {
     }
 }
 
+/// A counter that the execution's threads share (leaked, as every value a
+/// model's threads borrow for `'static`).
+fn counter() -> &'static AtomicUsize {
+    Box::leak(Box::new(AtomicUsize::new(0)))
+}
+
+/// A flag that the execution's threads share, initially clear.
+fn flag() -> &'static AtomicBool {
+    Box::leak(Box::new(AtomicBool::new(false)))
+}
+
 /// Steering of one execution: how many starvation judgements were made, and
 /// the thread (by loom id) whose first judgement pauses until `go` is set.
 #[derive(Default)]
@@ -302,7 +313,7 @@ fn back_up_above(n: u32) {
 
 /// Counts this execution's pushes from now on.
 fn count_parks() -> &'static AtomicUsize {
-    let parks: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+    let parks = counter();
     STEER.with(|s| s.borrow_mut().parks = Some(parks));
     parks
 }
@@ -397,21 +408,15 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
     }
 
     /// Increments if it gets the lock by its deadline (in the model, its
-    /// first sleep), unlocking fairly if `fair`; returns whether it did.
-    fn increment_timed(&self, fair: bool) -> bool {
+    /// first sleep), and then counts the win in `won`.
+    fn increment_timed(&self, won: &AtomicUsize) {
         if !(self.lock.try_lock() || self.lock.lock_until_slow(ModelDeadline::Timed)) {
-            return false;
+            return;
         }
         self.add_one_locked();
         // SAFETY: locked just above.
-        unsafe {
-            if fair {
-                self.lock.unlock_fair();
-            } else {
-                self.lock.unlock();
-            }
-        }
-        true
+        unsafe { self.lock.unlock() };
+        won.fetch_add(1, Relaxed);
     }
 
     /// Adds one to the data; the caller holds the lock.
@@ -543,7 +548,7 @@ fn three_threads_exclusion_and_termination() {
 fn try_lock_mixed_with_lock() {
     explore(bound(3, 4), || {
         let g = Guarded::<0, 0, 0, 0>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let won = counter();
         let t = {
             thread::spawn(move || {
                 if g.lock.try_lock() {
@@ -822,8 +827,8 @@ fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
 fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let won = counter();
+        let done = flag();
         g.lock.lock();
         let mut handles = Vec::new();
         if other {
@@ -833,9 +838,7 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
         let below = g.word() & !FLAGS;
         handles.push(thread::spawn(move || {
             allow_my_timeouts(2, None);
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
             done.store(true, Relaxed);
         }));
         // Until it sleeps on top, has starved and moved below, or has left.
@@ -859,8 +862,8 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
 fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let unlocking: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let won = counter();
+        let unlocking = flag();
         let gate = Gate::new();
         let left = Gate::new();
         g.lock.lock();
@@ -869,9 +872,7 @@ fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
             // its own; it waits at the gate once it owns the stack to leave.
             allow_my_timeouts(2, None);
             hold_thread_at_event(Event::Leaving, gate);
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
             left.open();
         });
         g.wait_for(|w| w & STARVING != 0 && w & STACK_LOCKED != 0);
@@ -929,7 +930,7 @@ fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
 fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
-        let marks: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let turn = move |digit: usize| {
             g.lock.lock();
@@ -981,7 +982,7 @@ fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
 fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
-        let marks: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let gate = Gate::new();
         let turn = move |digit: usize| {
@@ -1008,7 +1009,7 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
             thread::yield_now();
         }
         // `b` owns the stack, held at the gate.
-        let unlocking: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let unlocking = flag();
         handles.push(thread::spawn(move || {
             while !unlocking.load(Relaxed) {
                 thread::yield_now();
@@ -1186,10 +1187,10 @@ fn retake_race<const F: u8>(gate: bool, bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 4>::new();
         let go: &'static Notify = Box::leak(Box::new(Notify::new()));
-        let m_unlocked: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let s_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let x_tried: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let m_unlocked = flag();
+        let s_done = flag();
+        let x_won = counter();
+        let x_tried = flag();
         g.lock.lock();
         let a = thread::spawn(move || g.increment());
         g.wait_for(|w| w & !FLAGS != 0);
@@ -1250,8 +1251,8 @@ fn retake_races_a_barger_and_a_retiring_spinner() {
 fn unlink_then_third_owner<const F: u8, const M: u32>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<F, 0, M, 0>::new();
-        let m_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let x_won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let m_done = flag();
+        let x_won = counter();
         g.lock.lock();
         let a = thread::spawn(move || g.increment());
         g.wait_for(|w| w & !FLAGS != 0);
@@ -1676,13 +1677,11 @@ fn timeout_races_a_wake<const F: u8, const S: usize, const R: u8>(bound: Bound) 
     explore(bound, || {
         let g = Guarded::<F, S, 0, R>::new();
         allow_timeouts(1);
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let won = counter();
+        let done = flag();
         g.lock.lock();
         let w = thread::spawn(move || {
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
             done.store(true, Relaxed);
         });
         // Until it sleeps, or has already timed out and left.
@@ -1730,15 +1729,13 @@ fn two_timeouts<const F: u8>(bound: Bound) -> Seen {
     BOTH_LEFT.set(false);
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 0>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let won = counter();
         let done: &'static [AtomicBool; 2] =
             Box::leak(Box::new([AtomicBool::new(false), AtomicBool::new(false)]));
         allow_timeouts(2);
         g.lock.lock();
         let timed = move |i: usize| {
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
             done[i].store(true, Relaxed);
         };
         let a = thread::spawn(move || timed(0));
@@ -1773,12 +1770,10 @@ fn two_waiters_time_out_while_an_unlocker_walks_the_stack() {
 fn timed_spinner_gives_up<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 0>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let won = counter();
         g.lock.lock();
         let w = thread::spawn(move || {
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
         });
         g.wait_for(|w| w & !FLAGS != 0);
         let w_node = g.word() & !FLAGS;
@@ -1837,7 +1832,7 @@ fn broken_timed_out_waiter_keeps_the_spinning_bit() {
 fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 0>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let won = counter();
         let gate = Gate::new();
         g.lock.lock();
         let t = thread::spawn(move || {
@@ -1845,9 +1840,7 @@ fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
             // once it owns the stack to leave.
             allow_my_timeouts(1, None);
             hold_at_event(Event::Leaving, gate);
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
         });
         g.wait_for(|w| w & STACK_LOCKED != 0);
         let t_node = g.word() & !FLAGS;
@@ -1890,8 +1883,8 @@ fn look_then_leave<const F: u8>(bound: Bound) -> Seen {
     LOOKED_THEN_LEFT.set(false);
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 2>::new();
-        let won: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let won = counter();
+        let done = flag();
         let gate = Gate::new();
         let spin_gate = Gate::new();
         let looks = SEEN.with(|s| s.borrow().of(Event::Look));
@@ -1902,9 +1895,7 @@ fn look_then_leave<const F: u8>(bound: Bound) -> Seen {
             // right after its push.
             allow_my_timeouts(1, None);
             hold_at_event(Event::Parked, gate);
-            if g.increment_timed(false) {
-                won.fetch_add(1, Relaxed);
-            }
+            g.increment_timed(won);
             done.store(true, Relaxed);
         });
         g.wait_for(|w| w & !FLAGS != 0);
