@@ -309,11 +309,11 @@ impl<P: Platform> Lock<P> {
             if s.addr() & STACK_LOCKED != 0 {
                 // Another thread owns the stack: an unlocker waking a
                 // sleeper, a sleeper marking itself starving, a timed
-                // waiter leaving. Stack owners never block and hold the stack for
-                // a bounded number of steps, so this wait is bounded. It
-                // yields at once: spinning first, as `unlock_starving`
-                // does, measured level in the six fair cells (0.93-1.00,
-                // every cell overlapping; benches/results/
+                // waiter leaving. Stack owners never block and hold the
+                // stack for a bounded number of steps, so this wait is
+                // bounded. It yields at once: spinning first, as
+                // `unlock_starving` does, measured level in the six fair
+                // cells (0.93-1.00, every cell overlapping; benches/results/
                 // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
                 P::wait_for_stack();
                 s = self.state.load(Relaxed);
