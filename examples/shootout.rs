@@ -2,23 +2,34 @@
 //!
 //! ```text
 //! cargo run --release --example shootout [-- --ms 300] [--threads 1,2,8,32]
+//!     [--think NS] [--reps N] [--cs short,long]
 //! ```
 //!
-//! Every thread loops lock / critical section / unlock on one shared mutex
-//! until a stop flag is raised. Two critical sections are measured: a short
-//! one (a few dependent arithmetic operations on the guarded data) and a long
-//! one (about 1 µs of dependent arithmetic, calibrated once at startup). The
-//! three locks run one after another in each cell, in an order that rotates
-//! from cell to cell, so that slow drifts of the machine (clock frequency,
-//! background load) do not always favour the same lock.
+//! Every thread loops lock / critical section / unlock / think on one shared
+//! mutex until a stop flag is raised. Two critical sections are measured: a
+//! short one (a few dependent arithmetic operations on the guarded data) and
+//! a long one (about 1 µs of dependent arithmetic, calibrated once at
+//! startup). Think time (`--think`, default 0) is the same arithmetic on a
+//! thread-local value, outside the lock. The three locks run one after
+//! another in each cell, in an order that rotates from cell to cell and
+//! from repetition to repetition, so that slow drifts of the machine (clock
+//! frequency, background load) do not always favour the same lock. With
+//! `--reps N` every cell runs N times per lock and the table shows, per
+//! lock, the run with the median throughput and the range of all N.
 //!
 //! Columns:
 //!
-//! * `Mops/s`: lock/unlock pairs completed per second, all threads together.
+//! * `Mops/s`: lock/unlock pairs completed per second, all threads together
+//!   (with `--reps`, the median run's, then the lowest and highest run's).
 //! * `CPU ns/op`: user + system CPU time of the whole process per operation;
 //!   it includes time burnt spinning and in the kernel, which `Mops/s` hides.
 //! * `fairness`: the fewest operations any thread completed divided by the
 //!   most; 1.00 means every thread got an equal share.
+//! * `same owner`: the share of acquisitions that went to the thread that
+//!   held the lock just before, i.e. that did not move the lock (and its
+//!   cache line) to another thread. A lock that lets one thread run its
+//!   acquisitions back to back while the others wait scores high; one that
+//!   passes the lock to another thread at every release scores near 0.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -36,6 +47,10 @@ struct Shared {
     ops: u64,
     /// The value the arithmetic works on.
     x: u64,
+    /// The thread that held the lock last (its index + 1; 0: none yet).
+    last: usize,
+    /// Acquisitions by the thread that held the lock just before.
+    same: u64,
 }
 
 /// The three contenders, so that they all run through the same loop.
@@ -122,9 +137,12 @@ impl Cs {
         }
     }
 
+    /// One critical section, by thread `me` (an index + 1).
     #[inline(always)]
-    fn run(self, data: &mut Shared) {
+    fn run(self, data: &mut Shared, me: usize) {
         data.ops += 1;
+        data.same += u64::from(data.last == me);
+        data.last = me;
         data.x = match self {
             Cs::Short => work(data.x, SHORT_STEPS),
             Cs::Long { steps } => work(data.x, steps),
@@ -186,10 +204,23 @@ struct Sample {
     per_thread: Vec<u64>,
     wall: Duration,
     cpu: Option<Duration>,
+    /// Acquisitions by the thread that held the lock just before.
+    same: u64,
 }
 
-/// Runs `threads` threads hammering one `L` for `duration`.
-fn run<L: BenchLock>(threads: usize, cs: Cs, duration: Duration) -> Sample {
+impl Sample {
+    fn total(&self) -> u64 {
+        self.per_thread.iter().sum()
+    }
+
+    fn mops(&self) -> f64 {
+        self.total() as f64 / self.wall.as_secs_f64() / 1e6
+    }
+}
+
+/// Runs `threads` threads hammering one `L` for `duration`, each thinking
+/// for `think` steps after every unlock.
+fn run<L: BenchLock>(threads: usize, cs: Cs, think: u64, duration: Duration) -> Sample {
     // The lock and its data share one cache line of their own; the stop flag,
     // read on every iteration, sits on another one.
     let lock = CachePadded::new(L::new(Shared::default()));
@@ -198,14 +229,18 @@ fn run<L: BenchLock>(threads: usize, cs: Cs, duration: Duration) -> Sample {
 
     let (per_thread, wall, cpu) = thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
+            .map(|i| {
+                let (lock, stop, start) = (&lock, &stop, &start);
+                s.spawn(move || {
                     start.wait();
                     let mut ops = 0u64;
+                    let mut x = i as u64;
                     while !stop.load(Relaxed) {
-                        lock.with(|data| cs.run(data));
+                        lock.with(|data| cs.run(data, i + 1));
+                        x = work(x, think);
                         ops += 1;
                     }
+                    black_box(x);
                     ops
                 })
             })
@@ -224,12 +259,12 @@ fn run<L: BenchLock>(threads: usize, cs: Cs, duration: Duration) -> Sample {
     });
 
     let total: u64 = per_thread.iter().sum();
-    let seen = CachePadded::into_inner(lock).into_inner().ops;
-    assert_eq!(seen, total, "{}: lost updates", L::NAME);
-    Sample { lock: L::NAME, per_thread, wall, cpu }
+    let shared = CachePadded::into_inner(lock).into_inner();
+    assert_eq!(shared.ops, total, "{}: lost updates", L::NAME);
+    Sample { lock: L::NAME, per_thread, wall, cpu, same: shared.same }
 }
 
-type Runner = fn(usize, Cs, Duration) -> Sample;
+type Runner = fn(usize, Cs, u64, Duration) -> Sample;
 
 /// The contenders, in the order the table lists them.
 const LOCKS: [Runner; 3] = [
@@ -241,19 +276,34 @@ const LOCKS: [Runner; 3] = [
 struct Options {
     duration: Duration,
     threads: Vec<usize>,
+    think: Duration,
+    reps: usize,
+    short: bool,
+    long: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: shootout [--ms MILLISECONDS] [--threads N,N,...]\n\
+        "usage: shootout [--ms MILLISECONDS] [--threads N,N,...] [--think NS] [--reps N] \
+         [--cs short,long]\n\
          \n  --ms       run time per lock per table cell (default 300)\
-         \n  --threads  thread counts to measure (default 1,2,8,32)"
+         \n  --threads  thread counts to measure (default 1,2,8,32)\
+         \n  --think    think time after every unlock, in ns (default 0)\
+         \n  --reps     runs per lock per cell; the table shows the median (default 1)\
+         \n  --cs       the critical sections to measure (default short,long)"
     );
     process::exit(2)
 }
 
 fn parse_args() -> Options {
-    let mut opts = Options { duration: Duration::from_millis(300), threads: vec![1, 2, 8, 32] };
+    let mut opts = Options {
+        duration: Duration::from_millis(300),
+        threads: vec![1, 2, 8, 32],
+        think: Duration::ZERO,
+        reps: 1,
+        short: true,
+        long: true,
+    };
     let mut args = env::args().skip(1);
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -274,15 +324,41 @@ fn parse_args() -> Options {
                     _ => usage(),
                 }
             }
+            "--think" => match value().parse::<u64>() {
+                Ok(ns) => opts.think = Duration::from_nanos(ns),
+                _ => usage(),
+            },
+            "--reps" => match value().parse::<usize>() {
+                Ok(n) if n > 0 => opts.reps = n,
+                _ => usage(),
+            },
+            "--cs" => {
+                let v = value();
+                let names: Vec<&str> = v.split(',').map(str::trim).collect();
+                if names.is_empty() || names.iter().any(|n| !matches!(*n, "short" | "long")) {
+                    usage();
+                }
+                opts.short = names.contains(&"short");
+                opts.long = names.contains(&"long");
+            }
             _ => usage(),
         }
     }
     opts
 }
 
-fn print_row(cs: Cs, threads: usize, sample: &Sample) {
-    let total: u64 = sample.per_thread.iter().sum();
-    let mops = total as f64 / sample.wall.as_secs_f64() / 1e6;
+/// One row: the run of `samples` (one lock's runs of one cell) with the
+/// median throughput, and the range of all of them.
+fn print_row(cs: Cs, threads: usize, samples: &mut [Sample]) {
+    samples.sort_by(|a, b| a.mops().total_cmp(&b.mops()));
+    let range = match samples {
+        [_] => String::new(),
+        [lo, .., hi] => format!("{:.2}-{:.2}", lo.mops(), hi.mops()),
+        [] => return,
+    };
+    let sample = &samples[samples.len() / 2];
+    let total = sample.total();
+    let mops = sample.mops();
     let cpu_per_op = match sample.cpu {
         Some(cpu) if total > 0 => format!("{:.1}", cpu.as_nanos() as f64 / total as f64),
         _ => "-".to_owned(),
@@ -290,14 +366,17 @@ fn print_row(cs: Cs, threads: usize, sample: &Sample) {
     let min = sample.per_thread.iter().copied().min().unwrap_or(0);
     let max = sample.per_thread.iter().copied().max().unwrap_or(0);
     let fairness = if max == 0 { 0.0 } else { min as f64 / max as f64 };
+    let same = if total == 0 { 0.0 } else { sample.same as f64 / total as f64 };
     println!(
-        "{:<6} {:>7}  {:<12} {:>8.2} {:>10} {:>9.2}",
+        "{:<6} {:>7}  {:<12} {:>8.2} {:>11} {:>10} {:>9.2} {:>10.2}",
         cs.name(),
         threads,
         sample.lock,
         mops,
+        range,
         cpu_per_op,
-        fairness
+        fairness,
+        same
     );
 }
 
@@ -306,33 +385,42 @@ fn main() {
     let started = Instant::now();
 
     let long_steps = calibrate(Duration::from_micros(1));
+    let think_steps = if opts.think.is_zero() { 0 } else { calibrate(opts.think) };
     let cpus = thread::available_parallelism().map_or(0, |n| n.get());
-    println!("spinbit shootout: {cpus} CPUs, {} ms per lock per cell", opts.duration.as_millis());
+    println!(
+        "spinbit shootout: {cpus} CPUs, {} ms per lock per cell, {} run(s) each",
+        opts.duration.as_millis(),
+        opts.reps
+    );
     println!(
         "critical sections: short = {SHORT_STEPS} steps ({:.0?}), long = {long_steps} steps ({:.2?})",
         time_cs(SHORT_STEPS),
         time_cs(long_steps)
     );
+    println!("think time: {think_steps} steps ({:.0?})", time_cs(think_steps));
     println!();
     println!(
-        "{:<6} {:>7}  {:<12} {:>8} {:>10} {:>9}",
-        "cs", "threads", "lock", "Mops/s", "CPU ns/op", "fairness"
+        "{:<6} {:>7}  {:<12} {:>8} {:>11} {:>10} {:>9} {:>10}",
+        "cs", "threads", "lock", "Mops/s", "range", "CPU ns/op", "fairness", "same owner"
     );
 
     let mut cell = 0;
-    for cs in [Cs::Short, Cs::Long { steps: long_steps }] {
-        println!("{}", "-".repeat(57));
+    let cs_list = [(opts.short, Cs::Short), (opts.long, Cs::Long { steps: long_steps })];
+    for cs in cs_list.into_iter().filter_map(|(on, cs)| on.then_some(cs)) {
+        println!("{}", "-".repeat(80));
         for &threads in &opts.threads {
             // Interleave the locks within the cell, starting with a different
             // one each time.
-            let mut samples: Vec<Option<Sample>> = (0..LOCKS.len()).map(|_| None).collect();
-            for i in 0..LOCKS.len() {
-                let which = (cell + i) % LOCKS.len();
-                samples[which] = Some(LOCKS[which](threads, cs, opts.duration));
+            let mut samples: Vec<Vec<Sample>> = (0..LOCKS.len()).map(|_| Vec::new()).collect();
+            for _ in 0..opts.reps {
+                for i in 0..LOCKS.len() {
+                    let which = (cell + i) % LOCKS.len();
+                    samples[which].push(LOCKS[which](threads, cs, think_steps, opts.duration));
+                }
+                cell += 1;
             }
-            cell += 1;
-            for sample in samples.iter().flatten() {
-                print_row(cs, threads, sample);
+            for runs in &mut samples {
+                print_row(cs, threads, runs);
             }
         }
     }
