@@ -15,12 +15,14 @@
 //! from repetition to repetition, so that slow drifts of the machine (clock
 //! frequency, background load) do not always favour the same lock. With
 //! `--reps N` every cell runs N times per lock and the table shows, per
-//! lock, the run with the median throughput and the range of all N.
+//! lock, the run with the median throughput (the upper of the two middle
+//! runs for an even N) and the range of all N.
 //!
 //! Columns:
 //!
-//! * `Mops/s`: lock/unlock pairs completed per second, all threads together
-//!   (with `--reps`, the median run's, then the lowest and highest run's).
+//! * `Mops/s`: lock/unlock pairs completed per second, all threads together.
+//! * `range`: with `--reps` above 1, the lowest and highest run's `Mops/s`.
+//!   The other columns are those of the run with the median throughput.
 //! * `CPU ns/op`: user + system CPU time of the whole process per operation;
 //!   it includes time burnt spinning and in the kernel, which `Mops/s` hides.
 //! * `fairness`: the fewest operations any thread completed divided by the
@@ -29,7 +31,8 @@
 //!   held the lock just before, i.e. that did not move the lock (and its
 //!   cache line) to another thread. A lock that lets one thread run its
 //!   acquisitions back to back while the others wait scores high; one that
-//!   passes the lock to another thread at every release scores near 0.
+//!   passes the lock to another thread at every release scores near 0. At
+//!   1 thread it is 1.00 by construction.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -335,7 +338,7 @@ fn parse_args() -> Options {
             "--cs" => {
                 let v = value();
                 let names: Vec<&str> = v.split(',').map(str::trim).collect();
-                if names.is_empty() || names.iter().any(|n| !matches!(*n, "short" | "long")) {
+                if names.iter().any(|n| !matches!(*n, "short" | "long")) {
                     usage();
                 }
                 opts.short = names.contains(&"short");
@@ -407,7 +410,7 @@ fn main() {
     let mut cell = 0;
     let cs_list = [(opts.short, Cs::Short), (opts.long, Cs::Long { steps: long_steps })];
     for cs in cs_list.into_iter().filter_map(|(on, cs)| on.then_some(cs)) {
-        println!("{}", "-".repeat(80));
+        println!("{}", "-".repeat(81));
         for &threads in &opts.threads {
             // Interleave the locks within the cell, starting with a different
             // one each time.

@@ -68,8 +68,11 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// 1-2 thread regression of Go's spin-bit mutex. A thread that lost the lock
 /// so soon after spinning for it sleeps instead, the other one runs its
 /// acquisitions back to back, and the pair alternates in batches, one wake
-/// per batch. Threads whose acquisitions are further apart (think time,
-/// long critical sections) are not affected. 500 ns: with 2 µs (the spin
+/// per batch. Threads whose acquisitions are further apart than the window
+/// (long think times, long critical sections) are not affected; 100 ns of
+/// think time is not that far apart, and there the pair batches too, though
+/// turning the rule off did not raise throughput (README, "Why the cells
+/// with 100 ns of think time trail"). 500 ns: with 2 µs (the spin
 /// budget) the rule also caught legitimate hand-overs, e.g. two threads that
 /// pass the lock back and forth around a 1 µs critical section
 /// (`handoff/cs1000`: 0.11 Mops/s at 2 µs, 0.74 at 500 ns, parking_lot 0.69),
