@@ -261,10 +261,10 @@ fn run<L: BenchLock>(threads: usize, cs: Cs, think: u64, duration: Duration) -> 
         (per_thread, wall, cpu)
     });
 
-    let total: u64 = per_thread.iter().sum();
     let shared = CachePadded::into_inner(lock).into_inner();
-    assert_eq!(shared.ops, total, "{}: lost updates", L::NAME);
-    Sample { lock: L::NAME, per_thread, wall, cpu, same: shared.same }
+    let sample = Sample { lock: L::NAME, per_thread, wall, cpu, same: shared.same };
+    assert_eq!(shared.ops, sample.total(), "{}: lost updates", L::NAME);
+    sample
 }
 
 type Runner = fn(usize, Cs, u64, Duration) -> Sample;
