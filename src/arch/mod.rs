@@ -27,6 +27,34 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub(crate) use x86_64::{look_miss_ticks, ticks_ordered};
+
+/// A measurement build (`--cfg spinbit_timed_looks`, x86_64 only, used by
+/// `benches/ab.sh`): outside a ping-pong pause, the spinner times each
+/// look at the lock word and adapts its look gap to what the look found.
+/// A look that hit in this core's cache found a line nobody wrote since
+/// the previous look (a holder in a long critical section), so the gap
+/// halves and the release is seen sooner; a look that missed found a
+/// line in use (a holder re-taking the lock, other waiters arriving), so
+/// the gap doubles as in the default build. Measured, and not the default:
+/// `benches/results/ab-x86_64-intel-xeon-timed-looks.md`.
+pub(crate) const TIMED_LOOKS: bool =
+    cfg!(all(spinbit_timed_looks, target_arch = "x86_64", not(miri)));
+
+/// Without a cheap ordered counter, looks are not timed ([`TIMED_LOOKS`]
+/// is false): these keep the callers compiling.
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
+pub(crate) fn ticks_ordered() -> u64 {
+    ticks()
+}
+
+/// See [`ticks_ordered`] for other architectures: no look counts as a hit.
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
+pub(crate) fn look_miss_ticks() -> u64 {
+    0
+}
+
 /// How long the one spinning waiter busy-waits for the lock before it yields
 /// once and then sleeps, in nanoseconds.
 ///
@@ -661,6 +689,26 @@ fn calibrate(ticks: fn() -> u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The timed-looks build's threshold lies above a hit: most timed loads
+    /// of a word this thread just wrote count as hits. (Whether misses
+    /// exceed it is measured, not tested: it depends on the machine.)
+    #[test]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    fn a_timed_look_at_an_own_line_is_a_hit() {
+        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let miss = look_miss_ticks();
+        let word = AtomicU64::new(0);
+        let hits = (0..1000u64)
+            .filter(|&i| {
+                word.store(i, Relaxed);
+                let t0 = ticks_ordered();
+                core::hint::black_box(word.load(Relaxed));
+                ticks_ordered().wrapping_sub(t0) <= miss
+            })
+            .count();
+        assert!(hits >= 500, "{hits} of 1000 timed loads of an own line within {miss} ticks");
+    }
 
     #[test]
     fn ticks_are_monotonic_and_rate_is_sane() {

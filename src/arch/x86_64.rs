@@ -44,3 +44,45 @@ pub(crate) fn ticks_per_us() -> u64 {
         rate => rate,
     }
 }
+
+/// The time-stamp counter read once every earlier instruction has executed
+/// and every earlier load is globally visible (`RDTSCP`), so that two reads
+/// around a load time that load. Used only by the measurement build
+/// `--cfg spinbit_timed_looks` (see [`super::TIMED_LOOKS`]).
+#[inline(always)]
+pub(crate) fn ticks_ordered() -> u64 {
+    let mut aux = 0u32;
+    // SAFETY: RDTSCP reads the counter and writes only `aux`; every x86_64
+    // CPU with the invariant TSC that `ticks` assumes has it.
+    unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
+}
+
+/// A load timed with [`ticks_ordered`] that took longer than this many
+/// ticks missed in this core's cache: twice the fastest of 64 timed loads
+/// of a word this thread owns (the hit and the two counter reads),
+/// measured once per process. On the 2-core Intel Xeon VM a hit took 36
+/// ticks and a load of a line another core had just written 150-194
+/// (`benches/results/ab-x86_64-intel-xeon-timed-looks.md`).
+#[inline]
+pub(crate) fn look_miss_ticks() -> u64 {
+    static MISS: AtomicU64 = AtomicU64::new(0);
+    match MISS.load(Relaxed) {
+        0 => {
+            let word = AtomicU64::new(0);
+            let best = (0..64)
+                .map(|_| {
+                    let t0 = ticks_ordered();
+                    core::hint::black_box(word.load(Relaxed));
+                    ticks_ordered().wrapping_sub(t0)
+                })
+                .min()
+                .unwrap_or(0);
+            let miss = best.saturating_mul(2).max(1);
+            // Relaxed: the value is self-contained; racing measurements
+            // store near-identical values.
+            MISS.store(miss, Relaxed);
+            miss
+        }
+        miss => miss,
+    }
+}

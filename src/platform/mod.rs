@@ -293,6 +293,16 @@ pub(crate) trait Platform: Sized + 'static {
     /// (`spun_recently` is always false there).
     #[inline(always)]
     fn pause_ended(_held: bool) {}
+    /// A spinner's look at the word (`look`), and whether it missed in this
+    /// core's cache (another thread wrote the line since the previous look),
+    /// which doubles the gap before the next look; a hit halves it. Only
+    /// the measurement build `--cfg spinbit_timed_looks` times looks
+    /// (`arch::TIMED_LOOKS`); everywhere else, the model included, every
+    /// look counts as a miss, so the gap doubles after every look.
+    #[inline(always)]
+    fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
+        (look(), true)
+    }
     /// The most spin hints between two looks at the word.
     #[inline(always)]
     fn max_backoff() -> u32 {

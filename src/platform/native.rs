@@ -231,6 +231,16 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
             }
         }
     }
+    #[inline(always)]
+    fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
+        if !arch::TIMED_LOOKS {
+            return (look(), true);
+        }
+        let t0 = arch::ticks_ordered();
+        let value = look();
+        let took = arch::ticks_ordered().wrapping_sub(t0);
+        (value, took > arch::look_miss_ticks())
+    }
     #[inline]
     fn max_backoff() -> u32 {
         arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS))
