@@ -1138,19 +1138,20 @@ impl<P: Platform> Lock<P> {
             for _ in 0..backoff {
                 P::spin_hint();
             }
-            // A look that missed doubles the gap, one that hit halves it.
-            // Only the measurement build `spinbit_timed_looks` tells them
-            // apart (`Platform::timed_look`); elsewhere every look counts as
-            // a miss. After a ping-pong pause the holder runs its
-            // acquisitions back to back: every look would miss, and timing
-            // it would only cost.
-            let missed;
-            (s, missed) = if ping_pong {
-                (self.state.load(Relaxed), true)
+            // The measurement build `spinbit_timed_looks` times the look:
+            // one that missed doubles the gap, one that hit halves it. Not
+            // after a ping-pong pause: the holder runs its acquisitions back
+            // to back there, every look would miss, and timing it would
+            // only cost.
+            if P::TIMED_LOOKS && !ping_pong {
+                let missed;
+                (s, missed) = P::timed_look(|| self.state.load(Relaxed));
+                backoff =
+                    if missed { (backoff * 2).min(max_backoff) } else { (backoff / 2).max(1) };
             } else {
-                P::timed_look(|| self.state.load(Relaxed))
-            };
-            backoff = if missed { (backoff * 2).min(max_backoff) } else { (backoff / 2).max(1) };
+                backoff = (backoff * 2).min(max_backoff);
+                s = self.state.load(Relaxed);
+            }
         }
         P::yield_now();
         Err(self.state.load(Relaxed))

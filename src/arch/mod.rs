@@ -38,20 +38,24 @@ pub(crate) use x86_64::{look_miss_ticks, ticks_ordered};
 /// halves and the release is seen sooner; a look that missed found a
 /// line in use (a holder re-taking the lock, other waiters arriving), so
 /// the gap doubles as in the default build. Measured on the Intel Xeon VM,
-/// and not the default: `handoff-inline/cs1000` gains 7 %, but a 100 ns
-/// critical section looks as quiet as a 1 µs one until it ends, and
-/// `t2/cs100` loses 7 % (`benches/results/ab-x86_64-intel-xeon-timed-looks.md`).
+/// and not the default: `handoff-inline/cs1000` gains 7 %, but `t2/cs100`
+/// loses 7 %, probably because a 100 ns critical section looks as quiet as
+/// a 1 µs one until it ends
+/// (`benches/results/ab-x86_64-intel-xeon-timed-looks.md`).
 pub(crate) const TIMED_LOOKS: bool =
     cfg!(all(spinbit_timed_looks, target_arch = "x86_64", not(miri)));
 
-/// Without a cheap ordered counter, looks are not timed ([`TIMED_LOOKS`]
-/// is false): these keep the callers compiling.
+/// Elsewhere looks are not timed ([`TIMED_LOOKS`] is false and
+/// [`look_miss_ticks`] is 0): these keep the callers compiling.
+///
+/// # Safety
+/// None needed; `unsafe` only to match the x86_64 function.
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-pub(crate) fn ticks_ordered() -> u64 {
+pub(crate) unsafe fn ticks_ordered() -> u64 {
     ticks()
 }
 
-/// See [`ticks_ordered`] for other architectures: no look counts as a hit.
+/// See [`ticks_ordered`]: 0, looks are not timed.
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
 pub(crate) fn look_miss_ticks() -> u64 {
     0
@@ -692,24 +696,37 @@ fn calibrate(ticks: fn() -> u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// The timed-looks build's threshold lies above a hit: most timed loads
-    /// of a word this thread just wrote count as hits. (Whether misses
-    /// exceed it is measured, not tested: it depends on the machine.)
+    /// The timed-looks build's threshold lies above a hit: a good share of
+    /// timed loads of a word in this core's cache count as hits, timed as
+    /// the calibration times them. (Whether misses exceed it is measured,
+    /// not tested: it depends on the machine.)
     #[test]
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     fn a_timed_look_at_an_own_line_is_a_hit() {
         use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
         let miss = look_miss_ticks();
+        if miss == 0 {
+            return; // no RDTSCP: looks are not timed
+        }
+        // SAFETY: the CPU has RDTSCP (`look_miss_ticks` is not 0).
+        let (a, b) = unsafe { (ticks_ordered(), ticks_ordered()) };
+        let c = {
+            spin_for_ns(1_000);
+            // SAFETY: as above.
+            unsafe { ticks_ordered() }
+        };
+        assert!(a <= b && b < c, "the ordered counter does not advance: {a}, {b}, {c}");
         let word = AtomicU64::new(0);
-        let hits = (0..1000u64)
-            .filter(|&i| {
-                word.store(i, Relaxed);
-                let t0 = ticks_ordered();
+        let hits = (0..1000)
+            .filter(|_| {
+                // SAFETY: as above.
+                let t0 = unsafe { ticks_ordered() };
                 core::hint::black_box(word.load(Relaxed));
-                ticks_ordered().wrapping_sub(t0) <= miss
+                // SAFETY: as above.
+                unsafe { ticks_ordered() }.wrapping_sub(t0) <= miss
             })
             .count();
-        assert!(hits >= 500, "{hits} of 1000 timed loads of an own line within {miss} ticks");
+        assert!(hits >= 250, "{hits} of 1000 timed loads of an own line within {miss} ticks");
     }
 
     #[test]

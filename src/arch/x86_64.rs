@@ -46,38 +46,53 @@ pub(crate) fn ticks_per_us() -> u64 {
 }
 
 /// The time-stamp counter read once every earlier instruction has executed
-/// and every earlier load is globally visible (`RDTSCP`), so that two reads
-/// around a load time that load. Used only by the measurement build
-/// `--cfg spinbit_timed_looks` (see [`super::TIMED_LOOKS`]).
+/// and every earlier load is globally visible (`RDTSCP`). A read after a
+/// load waits for the load; `RDTSCP` does not hold back later instructions,
+/// so a load may start before a read that precedes it, and two reads
+/// around a load can undercount it (a miss may pass for a hit, never the
+/// reverse). Used only by the measurement build `--cfg spinbit_timed_looks`
+/// (see [`super::TIMED_LOOKS`]).
+///
+/// # Safety
+/// The CPU must have `RDTSCP` (not every x86_64 CPU does, and some
+/// hypervisors hide it): [`look_miss_ticks`] returns 0 where it has not.
 #[inline(always)]
-pub(crate) fn ticks_ordered() -> u64 {
+pub(crate) unsafe fn ticks_ordered() -> u64 {
     let mut aux = 0u32;
-    // SAFETY: RDTSCP reads the counter and writes only `aux`; every x86_64
-    // CPU with the invariant TSC that `ticks` assumes has it.
+    // SAFETY: the caller checked that the CPU has RDTSCP; it reads the
+    // counter and writes only `aux`.
     unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
 }
 
 /// A load timed with [`ticks_ordered`] that took longer than this many
 /// ticks missed in this core's cache: twice the fastest of 64 timed loads
 /// of a word this thread owns (the hit and the two counter reads),
-/// measured once per process. On the 2-core Intel Xeon VM a hit took 36
-/// ticks and a load of a line another core had just written 150-194
+/// measured once per process. 0 if the CPU has no `RDTSCP`: then looks are
+/// not timed. On the 2-core Intel Xeon VM a hit took 34-40 ticks and a
+/// load of a line another core had just written 150-194
 /// (`benches/results/ab-x86_64-intel-xeon-timed-looks.md`).
 #[inline]
 pub(crate) fn look_miss_ticks() -> u64 {
-    static MISS: AtomicU64 = AtomicU64::new(0);
+    // u64::MAX: not measured yet.
+    static MISS: AtomicU64 = AtomicU64::new(u64::MAX);
     match MISS.load(Relaxed) {
-        0 => {
-            let word = AtomicU64::new(0);
-            let best = (0..64)
-                .map(|_| {
-                    let t0 = ticks_ordered();
-                    core::hint::black_box(word.load(Relaxed));
-                    ticks_ordered().wrapping_sub(t0)
-                })
-                .min()
-                .unwrap_or(0);
-            let miss = best.saturating_mul(2).max(1);
+        u64::MAX => {
+            let miss = if has_rdtscp() {
+                let word = AtomicU64::new(0);
+                let best = (0..64)
+                    .map(|_| {
+                        // SAFETY: the CPU has RDTSCP (checked above).
+                        let t0 = unsafe { ticks_ordered() };
+                        core::hint::black_box(word.load(Relaxed));
+                        // SAFETY: as above.
+                        unsafe { ticks_ordered() }.wrapping_sub(t0)
+                    })
+                    .min()
+                    .unwrap_or(0);
+                best.saturating_mul(2).clamp(1, u64::MAX - 1)
+            } else {
+                0
+            };
             // Relaxed: the value is self-contained; racing measurements
             // store near-identical values.
             MISS.store(miss, Relaxed);
@@ -85,4 +100,15 @@ pub(crate) fn look_miss_ticks() -> u64 {
         }
         miss => miss,
     }
+}
+
+/// Whether the CPU has `RDTSCP` (CPUID leaf 0x8000_0001, EDX bit 27).
+#[cold]
+fn has_rdtscp() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // CPUID is part of the x86_64 baseline and has no memory effects.
+    #[allow(unused_unsafe)]
+    // SAFETY: as above (the intrinsic is `unsafe` in older toolchains).
+    let (max, edx) = unsafe { (__cpuid(0x8000_0000).eax, __cpuid(0x8000_0001).edx) };
+    max >= 0x8000_0001 && edx & (1 << 27) != 0
 }

@@ -223,6 +223,11 @@ pub(crate) trait Platform: Sized + 'static {
     /// Whether the lock checks its invariants with assertions (the model
     /// always does, also in release builds).
     const CHECKS: bool = cfg!(debug_assertions);
+    /// Whether spinners time their looks ([`Platform::timed_look`]): only
+    /// in the measurement build `--cfg spinbit_timed_looks` on x86_64
+    /// (`arch::TIMED_LOOKS`), never in the model. Elsewhere the gap between
+    /// looks doubles after every look.
+    const TIMED_LOOKS: bool = false;
 
     fn spin_hint();
     fn yield_now();
@@ -295,10 +300,9 @@ pub(crate) trait Platform: Sized + 'static {
     fn pause_ended(_held: bool) {}
     /// A spinner's look at the word (`look`), and whether it missed in this
     /// core's cache (another thread wrote the line since the previous look),
-    /// which doubles the gap before the next look; a hit halves it. Only
-    /// the measurement build `--cfg spinbit_timed_looks` times looks
-    /// (`arch::TIMED_LOOKS`); everywhere else, the model included, every
-    /// look counts as a miss, so the gap doubles after every look.
+    /// which doubles the gap before the next look; a hit halves it. Called
+    /// only where [`Platform::TIMED_LOOKS`] is set. By default every look
+    /// counts as a miss.
     #[inline(always)]
     fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
         (look(), true)

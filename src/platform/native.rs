@@ -143,6 +143,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     } else {
         super::Fault::None
     };
+    const TIMED_LOOKS: bool = arch::TIMED_LOOKS;
 
     #[inline(always)]
     fn spin_hint() {
@@ -233,13 +234,17 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline(always)]
     fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
-        if !arch::TIMED_LOOKS {
+        let miss = arch::look_miss_ticks();
+        if miss == 0 {
+            // No ordered counter: every look counts as a miss.
             return (look(), true);
         }
-        let t0 = arch::ticks_ordered();
+        // SAFETY: `look_miss_ticks` is not 0, so the CPU has RDTSCP.
+        let t0 = unsafe { arch::ticks_ordered() };
         let value = look();
-        let took = arch::ticks_ordered().wrapping_sub(t0);
-        (value, took > arch::look_miss_ticks())
+        // SAFETY: as above.
+        let took = unsafe { arch::ticks_ordered() }.wrapping_sub(t0);
+        (value, took > miss)
     }
     #[inline]
     fn max_backoff() -> u32 {
