@@ -49,8 +49,9 @@ pub(crate) fn ticks_per_us() -> u64 {
 /// and every earlier load is globally visible (`RDTSCP`). A read after a
 /// load waits for the load; `RDTSCP` does not hold back later instructions,
 /// so a load may start before a read that precedes it, and two reads
-/// around a load can undercount it (a miss may pass for a hit, never the
-/// reverse). Used only by the measurement build `--cfg spinbit_timed_looks`
+/// around a load can undercount it (a miss may pass for a hit; an
+/// interrupt between the reads makes a hit pass for a miss). Used only by
+/// the measurement build `--cfg spinbit_timed_looks`
 /// (see [`super::TIMED_LOOKS`]).
 ///
 /// # Safety
