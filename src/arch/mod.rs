@@ -28,7 +28,7 @@ mod portable;
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-pub(crate) use x86_64::{look_miss_ticks, ticks_ordered};
+pub(crate) use x86_64::{look_miss_ticks, timed};
 
 /// A measurement build (`--cfg spinbit_timed_looks`, x86_64 only, used by
 /// `benches/ab.sh`): outside a ping-pong pause, the spinner times each
@@ -51,11 +51,11 @@ pub(crate) const TIMED_LOOKS: bool =
 /// # Safety
 /// None needed; `unsafe` only to match the x86_64 function.
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-pub(crate) unsafe fn ticks_ordered() -> u64 {
-    ticks()
+pub(crate) unsafe fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    (f(), 0)
 }
 
-/// See [`ticks_ordered`]: 0, looks are not timed.
+/// See [`timed`]: 0, looks are not timed.
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
 pub(crate) fn look_miss_ticks() -> u64 {
     0
@@ -709,22 +709,17 @@ mod tests {
             return; // no RDTSCP: looks are not timed
         }
         // SAFETY: the CPU has RDTSCP (`look_miss_ticks` is not 0).
-        let (a, b) = unsafe { (ticks_ordered(), ticks_ordered()) };
+        let (a, b) = unsafe { (x86_64::ticks_ordered(), x86_64::ticks_ordered()) };
         let c = {
             spin_for_ns(1_000);
             // SAFETY: as above.
-            unsafe { ticks_ordered() }
+            unsafe { x86_64::ticks_ordered() }
         };
         assert!(a <= b && b < c, "the ordered counter does not advance: {a}, {b}, {c}");
         let word = AtomicU64::new(0);
         let hits = (0..1000)
-            .filter(|_| {
-                // SAFETY: as above.
-                let t0 = unsafe { ticks_ordered() };
-                core::hint::black_box(word.load(Relaxed));
-                // SAFETY: as above.
-                unsafe { ticks_ordered() }.wrapping_sub(t0) <= miss
-            })
+            // SAFETY: as above.
+            .filter(|_| unsafe { timed(|| core::hint::black_box(word.load(Relaxed))) }.1 <= miss)
             .count();
         assert!(hits >= 250, "{hits} of 1000 timed loads of an own line within {miss} ticks");
     }

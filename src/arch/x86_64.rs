@@ -65,7 +65,22 @@ pub(crate) unsafe fn ticks_ordered() -> u64 {
     unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
 }
 
-/// A load timed with [`ticks_ordered`] that took longer than this many
+/// Runs `f` between two reads of [`ticks_ordered`]: its result, and the
+/// ticks it took. The calibration below, the timed looks and their test
+/// all time a load this way.
+///
+/// # Safety
+/// As for [`ticks_ordered`].
+#[inline(always)]
+pub(crate) unsafe fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    // SAFETY: forwarded from the caller.
+    let t0 = unsafe { ticks_ordered() };
+    let value = f();
+    // SAFETY: as above.
+    (value, unsafe { ticks_ordered() }.wrapping_sub(t0))
+}
+
+/// A load timed with [`timed`] that took longer than this many
 /// ticks missed in this core's cache: twice the fastest of 64 timed loads
 /// of a word this thread owns (the hit and the two counter reads),
 /// measured once per process. 0 if the CPU has no `RDTSCP`: then looks are
@@ -81,13 +96,8 @@ pub(crate) fn look_miss_ticks() -> u64 {
             let miss = if has_rdtscp() {
                 let word = AtomicU64::new(0);
                 let best = (0..64)
-                    .map(|_| {
-                        // SAFETY: the CPU has RDTSCP (checked above).
-                        let t0 = unsafe { ticks_ordered() };
-                        core::hint::black_box(word.load(Relaxed));
-                        // SAFETY: as above.
-                        unsafe { ticks_ordered() }.wrapping_sub(t0)
-                    })
+                    // SAFETY: the CPU has RDTSCP (checked above).
+                    .map(|_| unsafe { timed(|| core::hint::black_box(word.load(Relaxed))) }.1)
                     .min()
                     .unwrap_or(0);
                 best.saturating_mul(2).clamp(1, u64::MAX - 1)

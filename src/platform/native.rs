@@ -240,10 +240,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
             return (look(), true);
         }
         // SAFETY: `look_miss_ticks` is not 0, so the CPU has RDTSCP.
-        let t0 = unsafe { arch::ticks_ordered() };
-        let value = look();
-        // SAFETY: as above.
-        let took = unsafe { arch::ticks_ordered() }.wrapping_sub(t0);
+        let (value, took) = unsafe { arch::timed(look) };
         (value, took > miss)
     }
     #[inline]
