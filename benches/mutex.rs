@@ -1734,17 +1734,20 @@ fn jn(x: f64) -> String {
     }
 }
 
+/// The value of `/proc/cpuinfo`'s first line named `key`.
+fn cpuinfo_field(cpuinfo: &str, key: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_string())
+}
+
 /// The CPU's model name from `/proc/cpuinfo`. ARM kernels give only the
 /// implementer and part numbers there; the cores this project meets are
 /// named from those, others shown by number.
 fn cpu_model(cpuinfo: &str) -> String {
-    let field = |key: &str| {
-        cpuinfo
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .find(|(k, _)| k.trim() == key)
-            .map(|(_, v)| v.trim().to_string())
-    };
+    let field = |key: &str| cpuinfo_field(cpuinfo, key);
     if let Some(m) = field("model name").or_else(|| field("cpu model")) {
         return m;
     }
@@ -1767,6 +1770,19 @@ fn cpu_model(cpuinfo: &str) -> String {
         };
     }
     field("Model").unwrap_or_else(|| "unknown".into())
+}
+
+/// The x86 CPU's family and model numbers from `/proc/cpuinfo`, `6/167`
+/// (empty elsewhere: an ARM core's numbers are in [`cpu_model`] already).
+/// Hypervisors often name very different hosts alike ("Intel(R) Xeon(R)
+/// Processor", "AMD EPYC"), and runs on two of them must not be merged
+/// into one report: `bench_report` names a report by both.
+fn cpu_id(cpuinfo: &str) -> String {
+    let field = |key: &str| cpuinfo_field(cpuinfo, key);
+    match (field("cpu family"), field("model")) {
+        (Some(family), Some(model)) => format!("{family}/{model}"),
+        _ => String::new(),
+    }
 }
 
 /// The commit measured, `-dirty` when tracked files differ from it.
@@ -1800,8 +1816,9 @@ fn machine_fields(cpuinfo: &str) -> String {
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!(
-        "\"cpu\":{},\"cores\":{cores},\"kernel\":{},\"commit\":{},\"unix_time\":{unix}",
+        "\"cpu\":{},\"cpu_id\":{},\"cores\":{cores},\"kernel\":{},\"commit\":{},\"unix_time\":{unix}",
         js(&cpu_model(cpuinfo)),
+        js(&cpu_id(cpuinfo)),
         js(&kernel),
         js(&commit()),
     )

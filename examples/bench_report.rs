@@ -356,8 +356,23 @@ fn describe_cell(c: &Cell) -> String {
 /// the brand that follows it (`Intel(R) Xeon(R) Platinum 8370C` ->
 /// `intel-xeon`, `AMD EPYC 7763 64-Core Processor` -> `amd-epyc`), and for
 /// ARM cores the core too (`ARM Neoverse-N2` -> `arm-neoverse-n2`), since
-/// those differ more than one vendor's server lines do.
-fn cpu_family(cpu: &str) -> String {
+/// those differ more than one vendor's server lines do. Where the run
+/// recorded the x86 family and model numbers (`cpu_id`, `6/167`), they
+/// follow (`intel-xeon-f6m167`): hypervisors give very different hosts the
+/// same model name, and one report must not mix them. Runs from before the
+/// benchmark recorded them keep the short name.
+fn cpu_family(cpu: &str, cpu_id: &str) -> String {
+    let brand = cpu_brand(cpu);
+    match cpu_id.split_once('/') {
+        Some((family, model)) if !family.is_empty() && !model.is_empty() => {
+            format!("{brand}-f{family}m{model}")
+        }
+        _ => brand,
+    }
+}
+
+/// The vendor-and-brand part of [`cpu_family`].
+fn cpu_brand(cpu: &str) -> String {
     const VENDORS: &[&str] = &["intel", "amd", "arm", "ampere", "apple", "hygon", "qualcomm"];
     let cleaned = cpu.replace("(R)", " ").replace("(r)", " ").replace("(TM)", " ");
     let words: Vec<String> = cleaned
@@ -563,7 +578,7 @@ fn load(input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     };
     let arch = target.split('-').next().unwrap_or("unknown").to_string();
     let emulated = meta.bool("emulated") || cells.iter().any(|c| c.first().emulated);
-    let family = cpu_family(meta.str("cpu"));
+    let family = cpu_family(meta.str("cpu"), meta.str("cpu_id"));
     // Under an emulator the CPU is the host's, not one of the target's.
     let name =
         if emulated { format!("{arch}-emulated-on-{family}") } else { format!("{arch}-{family}") };
@@ -881,6 +896,10 @@ fn report(
         writeln!(w, "| source | {source} |")?;
     }
     writeln!(w, "| CPU | {cpu} |")?;
+    match meta.str("cpu_id").split_once('/') {
+        Some((family, model)) => writeln!(w, "| CPU family / model | {family} / {model} |")?,
+        None => writeln!(w, "| CPU family / model | not recorded |")?,
+    }
     writeln!(w, "| cores | {} |", f_num(cores, 0))?;
     writeln!(w, "| kernel | {} |", meta.str("kernel"))?;
     writeln!(w, "| rustc (when the report was made) | {} |", rustc_version())?;
