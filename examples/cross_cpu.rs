@@ -141,7 +141,15 @@ fn load(path: &Path) -> Result<Option<Report>, String> {
     let family = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_string();
     Ok(Some(Report {
         family,
-        cpu: machine(&md, "CPU").unwrap_or_else(|| "?".into()),
+        cpu: {
+            let name = machine(&md, "CPU").unwrap_or_else(|| "?".into());
+            // Hypervisors name different hosts alike: the family and model
+            // numbers tell them apart, where the report has them.
+            match machine(&md, "CPU family / model").as_deref().and_then(|m| m.split_once(" / ")) {
+                Some((family, model)) => format!("{name} (family {family}, model {model})"),
+                None => name,
+            }
+        },
         commit: machine(&md, "commit").unwrap_or_else(|| "not recorded".into()),
         cells,
         order,
