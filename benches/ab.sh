@@ -5,8 +5,7 @@
 #   benches/ab.sh spinbit_unlock_without_look 3
 #
 # CFG is a `--cfg` name the crate knows (Cargo.toml, `[lints.rust]`), e.g.
-# `spinbit_unlock_without_look` (src/lock.rs, `UNLOCK_WITHOUT_LOOK`),
-# `spinbit_look_at_lock` (src/lock.rs, `LOOK_AT_LOCK`) or
+# `spinbit_unlock_without_look` (src/lock.rs, `UNLOCK_WITHOUT_LOOK`) or
 # `spinbit_timed_looks` (src/arch/mod.rs, `TIMED_LOOKS`). The
 # script builds the benchmark twice: as it is, and with
 # `RUSTFLAGS="--cfg CFG"` in its own target directory (target/ab-CFG). Then,

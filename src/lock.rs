@@ -55,41 +55,10 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// reads the look: it exists only to show what the look costs (README,
 /// "Measuring a build variant": 5-18 % of the throughput in the cells
 /// without critical section or think time on an Intel Xeon VM).
-const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look) || LOOK_AT_LOCK;
-
-/// A measurement build (`--cfg spinbit_look_at_lock`, used by
-/// `benches/ab.sh`) that moves the look from `unlock` to the acquisitions,
-/// keeping the starvation bound. Its `unlock` releases LOCKED without
-/// looking at the word first (as `UNLOCK_WITHOUT_LOOK`'s does; an old value
-/// with STARVING sends it to `serve`, which takes the lock back while it is
-/// free and hands it over). Every acquisition then looks at the word it
-/// took: `try_lock` (and so `lock`'s fast path) loads it right after its
-/// `fetch_or`, when the line is in this core's cache in the modified
-/// state, and the slow path knows it from its compare-exchange. One that
-/// finds STARVING got the lock in the moment between such a release and
-/// its hand-over, and hands it over itself (`unlock_starving`) without
-/// running a critical section; `try_lock` then fails, as it does in
-/// starvation mode by default, and `lock` waits on. So no critical section
-/// but the one of the holder at the time STARVING was set runs before the
-/// marked sleepers', as with the look in `unlock`. What it exists to
-/// measure: whether a load that hits in `lock` costs less than one that
-/// often misses in `unlock` (`unlock`'s look costs 5-18 % where there is no
-/// critical section, README, "Measuring a build variant").
-const LOOK_AT_LOCK: bool = cfg!(spinbit_look_at_lock);
+const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
-
-/// What [`Lock::take`] found.
-enum Taken<P: Platform> {
-    /// We took the lock.
-    Yes,
-    /// It was held.
-    No,
-    /// `LOOK_AT_LOCK`: we took it in starvation mode (the word we saw), and
-    /// must pass it on.
-    ToPassOn(*mut Node<P>),
-}
 
 /// A sleeping waiter. It lives on its thread's stack for one `lock` call and
 /// is linked into the stack only while that thread sleeps.
@@ -246,82 +215,20 @@ pub(crate) struct Lock<P: Platform> {
 impl<P: Platform> Lock<P> {
     /// Takes the lock if it is free. One RMW, whatever the other bits hold:
     /// a barging acquisition leaves waiters and spinner as they are. In
-    /// starvation mode LOCKED is never clear, so it fails. (In the
-    /// measurement build `LOOK_AT_LOCK` it is clear for a moment at each
-    /// unlock; an acquisition then passes the lock on, and fails.)
+    /// starvation mode LOCKED is never clear, so it fails.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
-        match self.take() {
-            Taken::Yes => true,
-            Taken::No => false,
-            Taken::ToPassOn(s) => {
-                // SAFETY: we hold the lock.
-                unsafe { self.pass_on_starving(s) };
-                false
-            }
-        }
-    }
-
-    /// One RMW that takes the lock if it is free: `try_lock` and `lock`'s
-    /// fast path.
-    #[inline(always)]
-    fn take(&self) -> Taken<P> {
         // Acquire: pairs with the Release of the unlock that cleared LOCKED,
         // so the previous critical section happens before ours.
         let old = self.state.fetch_or(LOCKED, Acquire);
-        if old.addr() & LOCKED != 0 {
-            return Taken::No;
-        }
-        if LOOK_AT_LOCK {
-            // Relaxed: only STARVING is read, and our `fetch_or` above is
-            // earlier in this location's order, so the load sees the word
-            // as we took it or later. A STARVING set after the load shows
-            // in our release's old value (see `LOOK_AT_LOCK`).
-            let s = self.state.load(Relaxed);
-            if s.addr() & STARVING != 0 {
-                return Taken::ToPassOn(s);
-            }
-        }
-        Taken::Yes
-    }
-
-    /// `LOOK_AT_LOCK`: we took the lock in starvation mode, between an
-    /// unlock's release and its hand-over; hand it to the marked sleeper
-    /// without running a critical section.
-    ///
-    /// # Safety
-    /// We hold the lock, and `s` is a recent value of the word.
-    #[cold]
-    #[inline(never)]
-    unsafe fn pass_on_starving(&self, s: *mut Node<P>) {
-        P::record(Event::PassedOnStarving);
-        // SAFETY: forwarded from the caller.
-        unsafe { self.unlock_starving(s) };
+        old.addr() & LOCKED == 0
     }
 
     #[inline]
     pub(crate) fn lock(&self) {
-        // Each way out is a tail call, so that the fast path saves no
-        // register.
-        match self.take() {
-            Taken::Yes => {}
-            Taken::No => self.lock_slow(),
-            // SAFETY: we hold the lock.
-            Taken::ToPassOn(s) => unsafe { self.pass_on_then_wait(s) },
+        if !self.try_lock() {
+            self.lock_slow();
         }
-    }
-
-    /// `lock` of `LOOK_AT_LOCK` that took the lock in starvation mode: pass
-    /// it on (`pass_on_starving`), then wait for it as any waiter does.
-    ///
-    /// # Safety
-    /// As for `pass_on_starving`.
-    #[cold]
-    #[inline(never)]
-    unsafe fn pass_on_then_wait(&self, s: *mut Node<P>) {
-        // SAFETY: forwarded from the caller.
-        unsafe { self.pass_on_starving(s) };
-        self.wait(None);
     }
 
     #[inline]
@@ -337,12 +244,6 @@ impl<P: Platform> Lock<P> {
         // read-modify-write can release the lock in one mode and keep it in
         // the other) and what it costs is measured: see
         // `UNLOCK_WITHOUT_LOOK`.
-        if LOOK_AT_LOCK && cfg!(debug_assertions) {
-            // The variant's unlock does not look, but its debug check must
-            // still come before the release's damage.
-            let s = self.state.load(Relaxed);
-            debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-        }
         if !UNLOCK_WITHOUT_LOOK {
             // Relaxed: only our own LOCKED and the STARVING hint are read
             // here; a STARVING set after this load shows in the release's old
@@ -1165,20 +1066,11 @@ impl<P: Platform> Lock<P> {
     #[inline(always)]
     fn acquire_from(&self, s: *mut Node<P>, spinner: bool) -> Result<(), *mut Node<P>> {
         let f = flags(s) | LOCKED;
-        // `LOOK_AT_LOCK` in starvation mode: we take the lock only to pass
-        // it on, and a spinner keeps SPINNING (it stays the spinner, as one
-        // whose spin ended in starvation mode does).
-        let passing = LOOK_AT_LOCK && s.addr() & STARVING != 0;
-        let new = with_flags(s, if spinner && !passing { f & !SPINNING } else { f });
+        let new = with_flags(s, if spinner { f & !SPINNING } else { f });
         // Acquire: as in `try_lock`. Failure Relaxed: the caller only looks
         // at the flags of the fresh word; it reads no node.
         self.state.compare_exchange(s, new, Acquire, Relaxed)?;
         check_spinner::<P>(s, spinner);
-        if passing {
-            // SAFETY: we hold the lock, and `new` is the word we wrote.
-            unsafe { self.pass_on_starving(new) };
-            return Err(self.state.load(Relaxed));
-        }
         Ok(())
     }
 

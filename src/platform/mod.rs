@@ -471,12 +471,8 @@ pub(crate) enum Event {
     /// An unlock that saw STARVING found it cleared (by a stack owner it
     /// may have waited for) and released the lock as a plain unlock.
     StarvingEndedAtUnlock,
-    /// The measurement build `--cfg spinbit_look_at_lock`: an acquisition
-    /// found STARVING in the word it took and handed the lock over without
-    /// running a critical section.
-    PassedOnStarving,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::PassedOnStarving as usize + 1;
+pub(crate) const EVENTS: usize = Event::StarvingEndedAtUnlock as usize + 1;
