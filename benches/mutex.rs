@@ -138,8 +138,10 @@
 //! profile, the crate's tuning constants as the run used them:
 //! `tuning_feature`, `tuning` with every constant's value and
 //! `tuning_overrides` naming the ones an environment variable set; machine:
-//! the CPU model, named from its implementer and part numbers on ARM, and
-//! the commit measured, `-dirty` when tracked files differ from it), then
+//! the CPU model, named from its implementer and part numbers on ARM,
+//! `cpu_id` with the x86 family and model numbers (`6/167`; empty
+//! elsewhere), and the commit measured, `-dirty` when tracked files differ
+//! from it), then
 //! one object per
 //! cell per lock, with its `layout` (`inline`, `split`) and `unlock`
 //! (`plain`, `fair`). A run with a filter writes only the matching

@@ -9,8 +9,10 @@
 //! `target/spinbit-bench/*.jsonl`, or `$SPINBIT_BENCH_OUT` if set) and writes
 //! one report per CPU family, `DIR/<arch>-<family>.md` (DIR defaults to
 //! `benches/results`; the family comes from the CPU model in the file's meta
-//! line: `x86_64-intel-xeon`, `x86_64-amd-epyc`, `aarch64-arm-neoverse-n2`;
-//! an emulated run is `<arch>-emulated-on-<host family>`), because a tuning
+//! line: `x86_64-intel-xeon`, `x86_64-amd-epyc`, `aarch64-arm-neoverse-n2`,
+//! followed by the x86 family and model numbers where the run recorded
+//! them, `x86_64-intel-xeon-f6m167`; an emulated run is
+//! `<arch>-emulated-on-<host family>`), because a tuning
 //! can win on one CPU and lose on another. Each report starts with the CPU,
 //! the commit and the command that produced it, then a summary of spinbit
 //! against the best peer for every cell, the cells where spinbit is behind
