@@ -365,12 +365,16 @@ fn describe_cell(c: &Cell) -> String {
 /// benchmark recorded them keep the short name.
 fn cpu_family(cpu: &str, cpu_id: &str) -> String {
     let brand = cpu_brand(cpu);
-    match cpu_id.split_once('/') {
-        Some((family, model)) if !family.is_empty() && !model.is_empty() => {
-            format!("{brand}-f{family}m{model}")
-        }
-        _ => brand,
+    match family_and_model(cpu_id) {
+        Some((family, model)) => format!("{brand}-f{family}m{model}"),
+        None => brand,
     }
+}
+
+/// The x86 family and model numbers of a run's `cpu_id` (`6/167`), if it
+/// recorded them.
+fn family_and_model(cpu_id: &str) -> Option<(&str, &str)> {
+    cpu_id.split_once('/').filter(|(family, model)| !family.is_empty() && !model.is_empty())
 }
 
 /// The vendor-and-brand part of [`cpu_family`].
@@ -898,7 +902,7 @@ fn report(
         writeln!(w, "| source | {source} |")?;
     }
     writeln!(w, "| CPU | {cpu} |")?;
-    match meta.str("cpu_id").split_once('/') {
+    match family_and_model(meta.str("cpu_id")) {
         Some((family, model)) => writeln!(w, "| CPU family / model | {family} / {model} |")?,
         None => writeln!(w, "| CPU family / model | not recorded |")?,
     }
