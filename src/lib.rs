@@ -11,7 +11,10 @@
 //! mapped, `try_lock`, `into_inner`, `get_mut`, the fair unlocks
 //! `MutexGuard::unlock_fair`, `unlocked_fair` and `bump`, and timed locking,
 //! `try_lock_for` and `try_lock_until` (with the `arc_lock` feature, the
-//! `Arc` guards too: `lock_arc`, `try_lock_arc_for`, ...).
+//! `Arc` guards too: `lock_arc`, `try_lock_arc_for`, ..., and
+//! `ArcMutexGuard`). As in `parking_lot`, [`FairMutex`] is the same mutex
+//! with every unlock fair (over [`RawFairMutex`]), and the crate re-exports
+//! the [`lock_api`] it is built on.
 //!
 //! # The algorithm
 //!
@@ -187,7 +190,8 @@
 //! that has not gone to sleep yet, e.g. the spinner, is not served), and is
 //! a normal unlock otherwise. `MutexGuard::bump` and `unlocked_fair` hand the
 //! lock to the oldest sleeper if one exists and then wait for it again like
-//! any other arrival; with no sleeper, `bump` keeps the lock.
+//! any other arrival; with no sleeper, `bump` keeps the lock. A
+//! [`FairMutex`] unlocks this way every time its guard is dropped.
 //!
 //! A hand-off leaves the lock held by a thread that is not running yet, so
 //! the thread that handed it over does not sleep if it waits for the lock
@@ -341,7 +345,18 @@ mod tests;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use raw::RawMutex;
+pub use raw::{RawFairMutex, RawMutex};
+
+/// The `lock_api` version that spinbit's types are built on (0.5), for
+/// naming its traits and generic guards without a direct dependency that
+/// must match it.
+pub use lock_api;
+
+/// A guard that owns an `Arc` of its mutex (`Mutex::lock_arc`,
+/// `try_lock_arc_for`, ...), as in `parking_lot`: e.g.
+/// `ArcMutexGuard<spinbit::RawMutex, T>`.
+#[cfg(feature = "arc_lock")]
+pub use lock_api::ArcMutexGuard;
 
 /// A mutual exclusion primitive protecting a `T`, built on [`RawMutex`].
 ///
@@ -353,3 +368,22 @@ pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 
 /// A [`MutexGuard`] mapped to a part of the protected data.
 pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
+
+/// A mutex whose every unlock is fair: [`lock_api::Mutex`] over
+/// [`RawFairMutex`], as `parking_lot::FairMutex` is over its raw fair mutex.
+///
+/// Dropping a guard hands the lock directly to the oldest sleeping waiter
+/// if there is one (see [`RawFairMutex`]); everything else is [`Mutex`]'s.
+///
+/// ```
+/// let m = spinbit::FairMutex::new(0);
+/// *m.lock() += 1;
+/// assert_eq!(m.into_inner(), 1);
+/// ```
+pub type FairMutex<T> = lock_api::Mutex<RawFairMutex, T>;
+
+/// An RAII guard for a [`FairMutex`]; dropping it unlocks fairly.
+pub type FairMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawFairMutex, T>;
+
+/// A [`FairMutexGuard`] mapped to a part of the protected data.
+pub type MappedFairMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawFairMutex, T>;

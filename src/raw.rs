@@ -179,3 +179,113 @@ raw_mutex!(
     RawMutex,
     Native
 );
+
+/// A raw mutex whose every unlock is fair: [`RawMutex`] with
+/// [`lock_api::RawMutex::unlock`] doing what
+/// [`unlock_fair`](lock_api::RawMutexFair::unlock_fair) does. Use it through
+/// [`crate::FairMutex`].
+///
+/// Each unlock hands the lock directly to the oldest sleeping waiter if
+/// there is one, so no arriving thread, spinner or barging `try_lock` can
+/// take it first; with no sleeper it is a normal unlock. It is the same
+/// word and the same waiters as [`RawMutex`]: only the unlock differs, and
+/// `lock`, `try_lock` and the timed locks are [`RawMutex`]'s. Its guard is
+/// `Send`.
+///
+/// Every contended unlock that finds a sleeper then costs a wake on the
+/// critical path (the lock waits, held, for the woken thread to run), so
+/// it trades throughput for order, as `parking_lot::FairMutex` does. The
+/// thread that handed the lock over does not sleep if it waits for it again
+/// within 200 µs: see "Fair unlocking" in the crate documentation for what
+/// that means for waiters that are awake.
+#[derive(Debug, Default)]
+pub struct RawFairMutex(RawMutex);
+
+impl RawFairMutex {
+    /// A new, unlocked mutex (the same as [`lock_api::RawMutex::INIT`]).
+    pub const fn new() -> Self {
+        RawFairMutex(RawMutex::new())
+    }
+}
+
+const _: () = assert!(size_of::<RawFairMutex>() == size_of::<usize>());
+
+// SAFETY: the locks are `RawMutex`'s, and `unlock` is `RawMutex`'s
+// `unlock_fair`, which releases the lock held by the caller's context
+// exactly once (handing it over counts as a release).
+unsafe impl lock_api::RawMutex for RawFairMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+
+    type Guard = <RawMutex as lock_api::RawMutex>::Guard;
+
+    #[inline]
+    fn lock(&self) -> Self::Guard {
+        lock_api::RawMutex::lock(&self.0)
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        lock_api::RawMutex::try_lock(&self.0)
+    }
+
+    /// Unlocks the mutex fairly: as
+    /// [`unlock_fair`](lock_api::RawMutexFair::unlock_fair).
+    ///
+    /// # Safety
+    ///
+    /// As for [`RawMutex`]'s `unlock`: the mutex must be locked, by the
+    /// context that passes its guard state.
+    #[inline]
+    unsafe fn unlock(&self, guard: Self::Guard) {
+        // SAFETY: forwarded from the caller.
+        unsafe { lock_api::RawMutexFair::unlock_fair(&self.0, guard) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        lock_api::RawMutex::is_locked(&self.0)
+    }
+}
+
+// SAFETY: forwarded to `RawMutex`'s implementation.
+unsafe impl lock_api::RawMutexFair for RawFairMutex {
+    /// As [`RawMutex`]'s `unlock_fair`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`lock_api::RawMutex::unlock`].
+    #[inline]
+    unsafe fn unlock_fair(&self, guard: Self::Guard) {
+        // SAFETY: forwarded from the caller.
+        unsafe { lock_api::RawMutexFair::unlock_fair(&self.0, guard) }
+    }
+
+    /// As [`RawMutex`]'s `bump`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`lock_api::RawMutex::unlock`].
+    #[inline]
+    unsafe fn bump(&self, guard: &mut Self::Guard) {
+        // SAFETY: forwarded from the caller.
+        unsafe { lock_api::RawMutexFair::bump(&self.0, guard) }
+    }
+}
+
+// SAFETY: forwarded to `RawMutex`'s implementation, whose guards are this
+// type's.
+unsafe impl lock_api::RawMutexTimed for RawFairMutex {
+    type Duration = <RawMutex as lock_api::RawMutexTimed>::Duration;
+    type Instant = <RawMutex as lock_api::RawMutexTimed>::Instant;
+
+    #[inline]
+    fn try_lock_for(&self, timeout: Self::Duration) -> Option<Self::Guard> {
+        lock_api::RawMutexTimed::try_lock_for(&self.0, timeout)
+    }
+
+    #[inline]
+    fn try_lock_until(&self, deadline: Self::Instant) -> Option<Self::Guard> {
+        lock_api::RawMutexTimed::try_lock_until(&self.0, deadline)
+    }
+}

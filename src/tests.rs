@@ -721,6 +721,70 @@ fn contended_fair_unlocks_portable_parker() {
     );
 }
 
+/// `threads` threads each take the public mutex type `M` (a
+/// `lock_api::Mutex` over `R`) `rounds` times and drop the guard, with the
+/// critical sections and think times of [`contend`]: the same run as
+/// [`contend_fair`], but through the guard's `Drop`, which is what the
+/// type's `unlock` does. Returns the slow-path events of all the threads.
+fn contend_public<R: lock_api::RawMutex + Sync>(name: &str, threads: usize, rounds: u64) -> Events {
+    let m = lock_api::Mutex::<R, u64>::new(0);
+    let total = Mutex::new(Events::default());
+    let dog = Watchdog::start(name);
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (m, total, dog) = (&m, &total, &dog);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 301);
+                for _ in 0..rounds {
+                    let mut g = m.lock();
+                    let v = std::hint::black_box(*g);
+                    critical_section(&mut rng);
+                    *g = v + 1;
+                    drop(g);
+                    dog.progress();
+                    think(&mut rng);
+                }
+            });
+        }
+    });
+    assert!(!m.is_locked(), "lock left held");
+    assert_eq!(m.into_inner(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {threads} threads x {rounds} rounds: {events:?}");
+    events
+}
+
+/// `FairMutex`: every guard drop is a fair unlock, so a contended run shows
+/// what the fair runs of [`contend_fair`] show, without one explicit
+/// `unlock_fair` (and without the bumps, hence no minimum for them).
+#[test]
+fn fair_mutex_unlocks_fairly() {
+    let name = "fair_mutex_unlocks_fairly";
+    until(
+        name,
+        || contend_public::<crate::RawFairMutex>(name, THREADS, ROUNDS),
+        |e| fair_shortfall(e, MIN_EVENTS),
+    );
+}
+
+/// The check of `fair_mutex_unlocks_fairly` can fail: the same run through
+/// `Mutex`, whose guard drops are plain unlocks, finds no fair unlock on an
+/// empty stack, and no stay awake after a fair hand-off.
+#[test]
+fn a_plain_mutex_fails_the_fair_mutex_check() {
+    let events = contend_public::<crate::RawMutex>(
+        "a_plain_mutex_fails_the_fair_mutex_check",
+        THREADS,
+        ROUNDS / 4,
+    );
+    let short = fair_shortfall(&events, 1);
+    assert!(
+        short.contains(&"FairUnlockEmpty") && short.contains(&"AwakeAfterHandOff"),
+        "{short:?} {events:?}"
+    );
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "Miri's clock advances with the interpreter's steps")]
 fn staying_awake_after_a_hand_off_is_per_lock_and_ends() {

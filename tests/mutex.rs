@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use lock_api::RawMutex as _;
-use spinbit::{MappedMutexGuard, Mutex, MutexGuard, RawMutex};
+use spinbit::{
+    FairMutex, FairMutexGuard, MappedFairMutexGuard, MappedMutexGuard, Mutex, MutexGuard,
+    RawFairMutex, RawMutex,
+};
 
 /// Acquisitions across all threads of one `exclusion` run. Miri is ~1000x
 /// slower, so it runs a token amount.
@@ -22,13 +25,19 @@ struct Racy {
     b: UnsafeCell<u64>,
 }
 
-// SAFETY: only accessed under `RawMutex` in `exclusion`.
+// SAFETY: only accessed under a raw mutex in `exclusion_of`.
 unsafe impl Sync for Racy {}
 
 fn exclusion(threads: u64) {
-    let lock = CachePadded::new(RawMutex::INIT);
+    exclusion_of::<RawMutex>(threads, TOTAL);
+}
+
+/// `threads` threads take a raw mutex `R` `total` times in all, each time
+/// checking and updating `Racy` data.
+fn exclusion_of<R: lock_api::RawMutex + Sync>(threads: u64, total: u64) {
+    let lock = CachePadded::new(R::INIT);
     let data = CachePadded::new(Racy { a: UnsafeCell::new(0), b: UnsafeCell::new(0) });
-    let per_thread = TOTAL / threads;
+    let per_thread = total / threads;
     thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
@@ -291,4 +300,74 @@ fn unlock_of_an_unlocked_mutex_panics_before_the_damage() {
         // SAFETY: locked just above.
         unsafe { raw.unlock(guard) };
     }
+}
+
+/// `FairMutex`, whose every unlock is fair, excludes as `Mutex` does
+/// (fewer acquisitions: each unlock that finds a sleeper waits for its wake).
+#[test]
+fn fair_mutex_exclusion_2_threads() {
+    exclusion_of::<RawFairMutex>(2, TOTAL / 10);
+}
+
+#[test]
+fn fair_mutex_exclusion_16_threads() {
+    exclusion_of::<RawFairMutex>(16, TOTAL / 10);
+}
+
+/// `FairMutex` has `Mutex`'s API: the explicit fair unlocks, `bump`, timed
+/// locking, mapped guards, a `Send` guard and a one-word raw mutex; and the
+/// crate re-exports the `lock_api` it is built on.
+#[test]
+fn fair_mutex_api() {
+    static COUNT: FairMutex<u32> = FairMutex::new(0);
+    *COUNT.lock() += 1;
+    assert_eq!(std::mem::size_of::<RawFairMutex>(), std::mem::size_of::<usize>());
+    assert_eq!(format!("{:?}", RawFairMutex::new()), "RawFairMutex(RawMutex { locked: false })");
+
+    let m = Arc::new(FairMutex::new(vec![1]));
+    let mut g: FairMutexGuard<'_, Vec<i32>> = m.lock();
+    g.push(2);
+    FairMutexGuard::bump(&mut g);
+    FairMutexGuard::unlocked_fair(&mut g, || {
+        assert!(!m.is_locked(), "unlocked_fair did not unlock");
+    });
+    let held = m.clone();
+    thread::spawn(move || {
+        assert!(held.try_lock_for(Duration::from_millis(5)).is_none(), "took a held mutex");
+    })
+    .join()
+    .unwrap();
+    FairMutexGuard::unlock_fair(g);
+    {
+        let mut first: MappedFairMutexGuard<'_, i32> = FairMutexGuard::map(m.lock(), |v| &mut v[0]);
+        *first = 10;
+    }
+    // The guard is `Send`: another thread may drop it.
+    let g = m.try_lock_for(Duration::from_secs(1)).expect("free mutex");
+    thread::scope(|s| {
+        s.spawn(move || drop(g));
+    });
+    assert_eq!(*m.lock(), [10, 2]);
+    assert_eq!(*COUNT.lock(), 1);
+
+    // The re-exported `lock_api` is the one the types are built on.
+    fn is_raw<R: spinbit::lock_api::RawMutexFair + spinbit::lock_api::RawMutexTimed>() {}
+    is_raw::<RawMutex>();
+    is_raw::<RawFairMutex>();
+    let _: &spinbit::lock_api::Mutex<RawFairMutex, u32> = &COUNT;
+}
+
+/// With the `arc_lock` feature, the guards that own an `Arc` of the mutex
+/// have `parking_lot`'s name, `spinbit::ArcMutexGuard`, for either raw
+/// mutex (`.ci/run` runs this with the feature).
+#[cfg(feature = "arc_lock")]
+#[test]
+fn arc_mutex_guard_is_reexported() {
+    let m = Arc::new(Mutex::new(1));
+    let mut g: spinbit::ArcMutexGuard<RawMutex, i32> = m.lock_arc();
+    *g += 1;
+    drop(g);
+    let f = Arc::new(FairMutex::new(3));
+    let g: spinbit::ArcMutexGuard<RawFairMutex, i32> = f.lock_arc();
+    assert_eq!(*m.lock() + *g, 5);
 }
