@@ -718,8 +718,10 @@ impl<P: Platform> Lock<P> {
                 P::record(Event::StarvedAfterPop);
             }
             if P::wait_awake(|| node.parker.unparked()) {
+                P::record(Event::HandedWhileAwake);
                 return true;
             }
+            P::record(Event::AwakeWaitRanOut);
             // Marked: the next sleep has no starvation deadline.
         }
     }

@@ -31,7 +31,7 @@ use common::{Rng, Watchdog};
 // ---------------------------------------------------------------------------
 
 /// Room for this many `Event` variants; `record` panics on a larger one.
-const MAX_EVENTS: usize = 40;
+const MAX_EVENTS: usize = 48;
 
 /// Counts of every `Event` variant, indexed by `event as usize`, so variants
 /// added to `Event` are counted without any change here.
@@ -821,9 +821,10 @@ fn an_uncontended_run_fails_the_fair_check() {
 
 /// What a run of sleepers that judge themselves must show: sleepers that
 /// marked themselves starving, moves down from the top and from the middle
-/// of the stack, moves to just above earlier marks, hand-offs, and unlocks
-/// that yielded after theirs. (Wakes are rare: nearly every sleeper starves
-/// before one comes.)
+/// of the stack, moves to just above earlier marks, hand-offs, unlocks
+/// that yielded after theirs, and marked sleepers whose spin for their
+/// hand-off got it and ran out (each path of `Platform::wait_awake`).
+/// (Wakes are rare: nearly every sleeper starves before one comes.)
 fn starved_shortfall(e: &Events) -> Vec<&'static str> {
     below(
         e,
@@ -835,6 +836,8 @@ fn starved_shortfall(e: &Events) -> Vec<&'static str> {
             (Event::MovedFromMiddle, "MovedFromMiddle", MIN_EVENTS / 10),
             (Event::MovedAboveMarked, "MovedAboveMarked", MIN_EVENTS / 10),
             (Event::YieldedAfterHandOff, "YieldedAfterHandOff", MIN_EVENTS / 10),
+            (Event::HandedWhileAwake, "HandedWhileAwake", MIN_EVENTS / 20),
+            (Event::AwakeWaitRanOut, "AwakeWaitRanOut", MIN_EVENTS / 10),
         ],
     )
 }
@@ -903,7 +906,9 @@ fn an_uncontended_run_fails_the_starvation_check() {
             "MovedFromTop",
             "MovedFromMiddle",
             "MovedAboveMarked",
-            "YieldedAfterHandOff"
+            "YieldedAfterHandOff",
+            "HandedWhileAwake",
+            "AwakeWaitRanOut",
         ],
         "{events:?}"
     );

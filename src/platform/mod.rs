@@ -457,6 +457,12 @@ pub(crate) enum Event {
     /// earlier starvation deadline of the same `lock` call had found it
     /// popped ([`Event::PoppedWhileStarving`]) and it lost the lock again.
     StarvedAfterPop,
+    /// A sleeper that had just marked itself starving was handed the lock
+    /// while it spun for its hand-off ([`Platform::wait_awake`]).
+    HandedWhileAwake,
+    /// A sleeper that had just marked itself starving spun for its
+    /// hand-off until its wait ran out, and slept again.
+    AwakeWaitRanOut,
     /// A waiter's arrival yields outlasted its starvation threshold, and
     /// it stopped yielding to sleep (and mark itself) at once.
     YieldsOutlastedThreshold,
