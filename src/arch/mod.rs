@@ -326,7 +326,13 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 /// at 20 µs (`t16/cs0` 32.4 Mops/s against 30.0-31.8, `t64/cs100` 7.41
 /// against 7.00-7.26). There
 /// this wait takes 6 % of the CPU time at `t64/cs1000` (`perf record`;
-/// README, Benchmarks).
+/// README, Benchmarks). On a 2-core Intel Xeon VM (family 6, model 167) it
+/// took 3.8 % at `t32/cs100/think1000`, where four waits in five ran out
+/// (the test build's events `HandedWhileAwake` and `AwakeWaitRanOut`); a
+/// wait that each thread adapted to what its waits found (halved after a
+/// run-out, doubled after a hand-off, 1-10 µs) gave no steady gain and cost
+/// `t64/cs10000` 4-7 %
+/// (`benches/results/ab-x86_64-intel-xeon-f6m167-adaptive-awake.md`).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock

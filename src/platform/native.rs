@@ -87,16 +87,7 @@ std::thread_local! {
     /// handed over, and until when (ticks) this thread's waits for that
     /// lock yield rather than sleep.
     static AWAKE_UNTIL: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
-    /// How long this thread's next wait for a starvation hand-off spins
-    /// (ns), in the measurement build `spinbit_adaptive_awake` (see
-    /// `wait_awake`); 0 until its first such wait (`arch::STARVED_AWAKE_NS`).
-    static AWAKE_WAIT: Cell<u64> = const { Cell::new(0) };
 }
-
-/// The measurement build `--cfg spinbit_adaptive_awake` (`benches/ab.sh`):
-/// each thread adapts how long it spins for a starvation hand-off to what
-/// its waits found, instead of always spinning `arch::STARVED_AWAKE_NS`.
-const ADAPTIVE_AWAKE: bool = cfg!(spinbit_adaptive_awake);
 
 /// This thread's ping-pong window in nanoseconds (see
 /// `arch::PING_PONG_MAX_NS`).
@@ -294,30 +285,16 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
-        let widest = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
-        // Adaptive (measurement build): a wait that the hand-off ended
-        // doubles the next one, up to the constant; one that ran out
-        // halves it, down to a tenth of it.
-        let wait = if ADAPTIVE_AWAKE {
-            AWAKE_WAIT.with(|w| if w.get() == 0 { widest } else { w.get() })
-        } else {
-            widest
-        };
+        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
         // The duration before the clock, as in `note_hand_off`.
-        let awake = arch::ns_to_ticks(wait);
+        let awake = arch::ns_to_ticks(awake);
         let until = arch::ticks().wrapping_add(awake);
         let gap = Self::max_backoff();
         loop {
             if woken() {
-                if ADAPTIVE_AWAKE {
-                    AWAKE_WAIT.with(|w| w.set(wait.saturating_mul(2).min(widest)));
-                }
                 return true;
             }
             if arch::ticks() >= until {
-                if ADAPTIVE_AWAKE {
-                    AWAKE_WAIT.with(|w| w.set((wait / 2).max(widest / 10)));
-                }
                 return false;
             }
             // Spin hints, not a yield: a thread that yields while others
