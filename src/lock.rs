@@ -1155,6 +1155,7 @@ impl<P: Platform> Lock<P> {
                 s = self.state.load(Relaxed);
             }
         }
+        P::record(Event::SpinRanOut);
         P::yield_now();
         Err(self.state.load(Relaxed))
     }

@@ -409,8 +409,8 @@ fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 }
 
 /// What a contended run fell short of: parking, spinning and waking must
-/// each have happened at least `min` times, yielding before a sleep and
-/// waking past the spinner (more than 2 sleepers, the test builds'
+/// each have happened at least `min` times, spin episodes that ran out
+/// without the lock, yielding before a sleep and waking past the spinner (more than 2 sleepers, the test builds'
 /// `backlog_sleepers`) and renewing the arrival yields after such a wake a
 /// quarter as often, and yielding again (the previous
 /// yield ran other threads) and counting the stack on a push beside a
@@ -422,6 +422,9 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
     }
     if events.get(Event::Spun) < min {
         short.push("Spun");
+    }
+    if events.get(Event::SpinRanOut) < min.div_ceil(4) {
+        short.push("SpinRanOut");
     }
     if events.wakes() < min {
         short.push("TailWake + HeadWake");
@@ -640,6 +643,7 @@ fn contended_without_spinning() {
             !matches!(
                 s,
                 "Spun"
+                    | "SpinRanOut"
                     | "Yielded"
                     | "YieldedAgain"
                     | "WokePastSpinner"
@@ -1316,6 +1320,7 @@ fn an_uncontended_run_fails_the_slow_path_check() {
         [
             "Parked",
             "Spun",
+            "SpinRanOut",
             "TailWake + HeadWake",
             "Yielded",
             "YieldedAgain",

@@ -86,6 +86,23 @@ pub(crate) fn look_miss_ticks() -> u64 {
 /// Mops/s against 27.2-30.4); 1 µs lifted `t16/cs0` (1.13 against
 /// 1.01-1.06) and `t64/cs0` (34.2 Mops/s against 31.4-32.9) and cost
 /// `t64/cs10000` (0.86 → 0.77) and `handoff-inline/cs0` (0.89).
+///
+/// With critical sections and no think time, nearly every episode runs
+/// out: the holder takes the lock back right after its unlock, before the
+/// spinner's next look. Counted on a 2-core Intel Xeon VM (family 6,
+/// model 167) with the test build's events `Spun` and `SpinRanOut`
+/// (`SPINBIT_DIAG_MACHINE_BACKLOG=1 SPINBIT_DIAG_THREADS=T
+/// SPINBIT_DIAG_CS_NS=C SPINBIT_DIAG_UNTIMED=1 cargo test --release --lib
+/// hand_off_wait_profile -- --ignored --nocapture`, three 500 ms windows):
+/// 83-85 % of the episodes ran out at `t2/cs100`, 99-100 % at `t2/cs1000`,
+/// `t2/cs10000` and `t4/cs1000`, 94-99 % at `t8/cs1000`, `t32/cs1000` and
+/// `t64/cs10000`; 27-41 % without critical section (`t2/cs0`, `t8/cs0`)
+/// and 3-5 % with 100 ns of think time (`t2/cs0/think100`). They are not
+/// what makes those cells cost more CPU per operation than the peers: a
+/// budget that each thread halved after an episode that ran out (down to
+/// 250 ns) and doubled after one that took the lock moved that cost by
+/// under 2 % in the same diagnostic (`t2/cs1000` 2.10 → 2.07 µs,
+/// `t32/cs1000` 2.54 → 2.50 µs; a temporary build, not kept).
 pub(crate) const SPIN_NS: u64 = 2_000;
 
 /// A thread that took a lock by spinning less than its ping-pong window

@@ -377,6 +377,9 @@ pub(crate) enum Event {
     Parked,
     /// A waiter ran one spin episode.
     Spun,
+    /// A spin episode ended without the lock: its budget ran out (or
+    /// starvation mode began), and the spinner yielded.
+    SpinRanOut,
     /// An unlock saw sleepers and a spinner, and woke nobody.
     WakeSkippedForSpinner,
     /// An unlock slow path left because another thread owned the stack.
