@@ -937,11 +937,24 @@ fn report(
             format!("; the median of {} such runs", parts.len())
         }
     )?;
+    // Of each run, when the report merges several: hosts of one CPU model
+    // can differ in speed, and the work step shows it.
+    let calibrated = |key: &str| -> String {
+        if parts.is_empty() {
+            return f_num(meta.num(key), 3);
+        }
+        let each: Vec<String> = parts.iter().map(|p| f_num(p.meta.num(key), 3)).collect();
+        if each.iter().all(|v| *v == each[0]) {
+            each[0].clone()
+        } else {
+            format!("{} (by run)", each.join(", "))
+        }
+    };
     writeln!(
         w,
         "| calibration | one work step = {} ns; one latency tick = {} ns |",
-        f_num(meta.num("unit_ns"), 3),
-        f_num(meta.num("tick_ns"), 3)
+        calibrated("unit_ns"),
+        calibrated("tick_ns")
     )?;
     writeln!(w)?;
 
