@@ -276,7 +276,11 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// `benches/results/sweep-x86_64-intel-xeon-2.md`; the spread is that of the six runs at the
 /// defaults there): flat, no key cell's throughput more than 4 % beyond
 /// its spread (the most: `fair-inline/t8/cs0` 30.3 Mops/s at 1 ms against
-/// 27.0-29.2).
+/// 27.0-29.2). Swept over 2, 4 and 8 ms on a 2-core Intel Xeon VM of
+/// family 6, model 167 (one run each,
+/// `benches/results/sweep-x86_64-intel-xeon-f6m167.md`): no cell moved in
+/// one direction (`t32/cs1000` 0.95, 0.93, 0.94 of the fastest peer,
+/// `t64/cs1000` 0.90, 0.91, 0.90).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
