@@ -383,35 +383,49 @@ fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     step: fn(&Guarded<P>, &mut Rng),
 ) -> Events {
     let g = Guarded::<P>::new();
+    let events = run_rounds(name, threads, rounds, seed, |rng| step(&g, rng));
+    assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
+    assert_eq!(g.word(), 0, "lock left dirty");
+    events.assert_hand_offs_timed(name);
+    events
+}
+
+/// `threads` threads each call `step` `rounds` times, thinking in
+/// between, with random numbers seeded from `seed` on, under a watchdog.
+/// Returns the slow-path events of all the threads.
+fn run_rounds(
+    name: &str,
+    threads: usize,
+    rounds: u64,
+    seed: u64,
+    step: impl Fn(&mut Rng) + Sync,
+) -> Events {
     let total = Mutex::new(Events::default());
     let dog = Watchdog::start(name);
     let start = Instant::now();
     thread::scope(|s| {
         for t in 0..threads {
-            let (g, total, dog) = (&g, &total, &dog);
+            let (step, total, dog) = (&step, &total, &dog);
             s.spawn(move || {
                 let _tally = Tally(total);
                 let mut rng = Rng::new(t as u64 + seed);
                 for _ in 0..rounds {
-                    step(g, &mut rng);
+                    step(&mut rng);
                     dog.progress();
                     think(&mut rng);
                 }
             });
         }
     });
-    assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
-    assert_eq!(g.word(), 0, "lock left dirty");
     let events = total.into_inner().unwrap();
     eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
-    events.assert_hand_offs_timed(name);
     events
 }
 
 /// What a contended run fell short of: parking, spinning and waking must
-/// each have happened at least `min` times, spin episodes that ran out
-/// without the lock, yielding before a sleep and waking past the spinner (more than 2 sleepers, the test builds'
-/// `backlog_sleepers`) and renewing the arrival yields after such a wake a
+/// each have happened at least `min` times, and spin episodes that ran out
+/// without the lock, yielding before a sleep and waking past the spinner
+/// (more than 2 sleepers, the test builds' `backlog_sleepers`) and renewing the arrival yields after such a wake a
 /// quarter as often, and yielding again (the previous
 /// yield ran other threads) and counting the stack on a push beside a
 /// spinner a twentieth as often.
@@ -725,37 +739,19 @@ fn contended_fair_unlocks_portable_parker() {
     );
 }
 
-/// `threads` threads each take the public mutex type `M` (a
-/// `lock_api::Mutex` over `R`) `rounds` times and drop the guard, with the
-/// critical sections and think times of [`contend`]: the same run as
-/// [`contend_fair`], but through the guard's `Drop`, which is what the
-/// type's `unlock` does. Returns the slow-path events of all the threads.
+/// The run of [`contend`] through a public mutex type, `lock_api::Mutex`
+/// over `R`: each step locks it, increments the data across a critical
+/// section and drops the guard, so `R`'s `unlock` is what releases it.
 fn contend_public<R: lock_api::RawMutex + Sync>(name: &str, threads: usize, rounds: u64) -> Events {
     let m = lock_api::Mutex::<R, u64>::new(0);
-    let total = Mutex::new(Events::default());
-    let dog = Watchdog::start(name);
-    thread::scope(|s| {
-        for t in 0..threads {
-            let (m, total, dog) = (&m, &total, &dog);
-            s.spawn(move || {
-                let _tally = Tally(total);
-                let mut rng = Rng::new(t as u64 + 301);
-                for _ in 0..rounds {
-                    let mut g = m.lock();
-                    let v = std::hint::black_box(*g);
-                    critical_section(&mut rng);
-                    *g = v + 1;
-                    drop(g);
-                    dog.progress();
-                    think(&mut rng);
-                }
-            });
-        }
+    let events = run_rounds(name, threads, rounds, 301, |rng| {
+        let mut g = m.lock();
+        let v = std::hint::black_box(*g);
+        critical_section(rng);
+        *g = v + 1;
     });
     assert!(!m.is_locked(), "lock left held");
     assert_eq!(m.into_inner(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
-    let events = total.into_inner().unwrap();
-    eprintln!("{name}: {threads} threads x {rounds} rounds: {events:?}");
     events
 }
 
