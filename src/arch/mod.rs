@@ -90,7 +90,7 @@ pub(crate) fn look_miss_ticks() -> u64 {
 /// With critical sections and no think time, nearly every episode runs
 /// out: the holder takes the lock back right after its unlock, before the
 /// spinner's next look. Counted on a 2-core Intel Xeon VM (family 6,
-/// model 167) with the test build's events `Spun` and `SpinRanOut`
+/// model 167; commit 5811445, whose mutex is 38aebd2's) with the test build's events `Spun` and `SpinRanOut`
 /// (`SPINBIT_DIAG_MACHINE_BACKLOG=1 SPINBIT_DIAG_THREADS=T
 /// SPINBIT_DIAG_CS_NS=C SPINBIT_DIAG_UNTIMED=1 cargo test --release --lib
 /// hand_off_wait_profile -- --ignored --nocapture`, three 500 ms windows):
