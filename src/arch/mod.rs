@@ -93,7 +93,9 @@ pub(crate) fn look_miss_ticks() -> u64 {
 /// model 167; commit 5811445, whose mutex is 38aebd2's) with the test build's events `Spun` and `SpinRanOut`
 /// (`SPINBIT_DIAG_MACHINE_BACKLOG=1 SPINBIT_DIAG_THREADS=T
 /// SPINBIT_DIAG_CS_NS=C SPINBIT_DIAG_UNTIMED=1 cargo test --release --lib
-/// hand_off_wait_profile -- --ignored --nocapture`, three 500 ms windows):
+/// hand_off_wait_profile -- --ignored --nocapture`, with
+/// `SPINBIT_DIAG_THINK_NS=100` for the think-time cell; three 500 ms
+/// windows):
 /// 83-85 % of the episodes ran out at `t2/cs100`, 99-100 % at `t2/cs1000`,
 /// `t2/cs10000` and `t4/cs1000`, 94-99 % at `t8/cs1000`, `t32/cs1000` and
 /// `t64/cs10000`; 27-41 % without critical section (`t2/cs0`, `t8/cs0`)
