@@ -57,6 +57,12 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// without critical section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
+/// The measurement build `spinbit_timed_resleep` (`benches/ab.sh`) gives
+/// every sleep its starvation timer, also a woken thread's that sleeps
+/// again alone (see `Lock::wait`): it exists to show what the untimed
+/// sleeps save.
+const TIMED_RESLEEP: bool = cfg!(spinbit_timed_resleep);
+
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
 
@@ -484,10 +490,8 @@ impl<P: Platform> Lock<P> {
                 // whose deadline has passed, marks us starving at once. Not
                 // while sleepers are backed up: see `start_clock`.
                 // SAFETY: only we write `since`.
-                if clocked
-                    && s.addr() & BACKLOG == 0
-                    && P::starve_due(unsafe { node.since.get() }, false)
-                {
+                let since = unsafe { node.since.get() };
+                if clocked && s.addr() & BACKLOG == 0 && P::starve_due(since, false) {
                     P::record(Event::YieldsOutlastedThreshold);
                     yields = 0;
                 } else {
@@ -567,13 +571,42 @@ impl<P: Platform> Lock<P> {
                     if !head(s).is_null() && spinner_takes_wake(f) {
                         self.count_on_push();
                     }
-                    slept = true;
                     let backed_up = f & BACKLOG != 0;
+                    // A thread that a wake popped in this call and that
+                    // pushed itself back as the only sleeper, with nobody
+                    // spinning, sleeps without its starvation timer until
+                    // its deadline has passed. Arming and cancelling a
+                    // timer costs a few µs of CPU per sleep in a VM, and
+                    // such a sleeper is the one that the next unlock
+                    // which finds nobody spinning wakes: with the holder
+                    // re-taking the lock at once it is woken again within
+                    // a critical section, and loses again, dozens of times
+                    // per millisecond. Each wake checks its clock here, so
+                    // it still marks itself at its deadline (its next sleep
+                    // is timed, and past it); while spinners keep the
+                    // unlocks from waking it, the backstop judges it (see
+                    // the crate docs' bound). 2-core Intel Xeon VM (model
+                    // 167), `benches/ab.sh`, three rounds: CPU per
+                    // operation 0.78-0.87 of the timed build's at 2 threads
+                    // with 100 ns-10 µs critical sections,
+                    // `handoff-inline/cs1000` 1.12 times the throughput.
+                    // (A deadline that found us popped has passed.)
+                    let timer = TIMED_RESLEEP
+                        || !(slept && head(s).is_null() && f & SPINNING == 0)
+                        || (P::FAULT != Fault::UntimedPastDeadline
+                            && (popped_starving
+                                // SAFETY: only we write `since`.
+                                || P::starve_due(unsafe { node.since.get() }, backed_up)));
+                    if !timer {
+                        P::record(Event::SleptUntimed);
+                    }
+                    slept = true;
                     if !self.sleep(
                         &node,
                         me,
                         deadline,
                         backed_up,
+                        timer,
                         (&mut marked, &mut popped_starving),
                     ) {
                         // SAFETY: our node is (or was) on this lock's stack.
@@ -648,13 +681,14 @@ impl<P: Platform> Lock<P> {
     /// Sleeps on our node (just pushed) until woken: returns `true`, or
     /// `false` if `deadline` came first.
     ///
-    /// Unless we already did in this `lock` call, the sleep also ends at
-    /// the platform's starvation deadline ([`Platform::starve_deadline`]):
+    /// Unless we already did in this `lock` call, or `timer` is clear (see
+    /// the caller), the sleep also ends at the platform's starvation
+    /// deadline ([`Platform::starve_deadline`]):
     /// then we mark ourselves starving and move to the bottom of the stack
     /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
     /// that marked itself before us), spin a moment for that hand-off, and
-    /// sleep again. The bound on waiting rests on this step alone: it needs
-    /// no other thread to notice us. A starvation deadline that finds us
+    /// sleep again. For a timed sleep the bound on waiting rests on this
+    /// step alone: it needs no other thread to notice us. A starvation deadline that finds us
     /// popped already marks nothing (`popped` records it): the deadline
     /// stays (it counts from our first yield or sleep in this `lock` call,
     /// see `start_clock`), and if
@@ -667,10 +701,11 @@ impl<P: Platform> Lock<P> {
         me: *mut Node<P>,
         deadline: Option<Deadline<P>>,
         backed_up: bool,
+        timer: bool,
         (marked, popped): (&mut bool, &mut bool),
     ) -> bool {
         loop {
-            let starve_at = if *marked {
+            let starve_at = if *marked || !timer {
                 None
             } else {
                 // SAFETY: only we write `since`, and we wrote it before the

@@ -371,3 +371,18 @@ fn arc_mutex_guard_is_reexported() {
     let g: spinbit::ArcMutexGuard<RawFairMutex, i32> = f.lock_arc();
     assert_eq!(*m.lock() + *g, 5);
 }
+
+/// With the `serde` feature, `Mutex<T>` and `FairMutex<T>` serialize as
+/// their `T` and deserialize into either (`.ci/run` runs this with the
+/// feature).
+#[cfg(feature = "serde")]
+#[test]
+fn serde_round_trip() {
+    let m = Mutex::new(vec![1u32, 2]);
+    let text = serde_json::to_string(&m).unwrap();
+    assert_eq!(text, "[1,2]");
+    let f: FairMutex<Vec<u32>> = serde_json::from_str(&text).unwrap();
+    assert_eq!(*f.lock(), [1, 2]);
+    let back: Mutex<Vec<u32>> = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+    assert_eq!(back.into_inner(), [1, 2]);
+}

@@ -55,6 +55,12 @@ pub(crate) type SlowYield = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD, 0>;
 /// first push, not at the first yield (a negative control).
 #[cfg(test)]
 pub(crate) type SlowYieldClockAtPush = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH, 0>;
+/// The spin bit's algorithm with a deliberate bug: a woken sleeper that
+/// sleeps again without its timer does so also past its starvation
+/// deadline (a negative control).
+#[cfg(test)]
+pub(crate) type UntimedPastDeadline<K = OsParker> =
+    NativeWith<K, SPIN_ONE_UNTIMED_PAST_DEADLINE, 0>;
 
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
@@ -71,6 +77,9 @@ pub(crate) const SPIN_ONE_SLOW_YIELD: u8 = 5;
 /// As `SPIN_ONE_SLOW_YIELD`, with `Fault::ClockStartsAtPush`
 /// (`SlowYieldClockAtPush`, tests only).
 pub(crate) const SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH: u8 = 6;
+/// As `SPIN_ONE`, with `Fault::UntimedPastDeadline` (`UntimedPastDeadline`,
+/// tests only).
+pub(crate) const SPIN_ONE_UNTIMED_PAST_DEADLINE: u8 = 7;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -87,6 +96,18 @@ std::thread_local! {
     /// handed over, and until when (ticks) this thread's waits for that
     /// lock yield rather than sleep.
     static AWAKE_UNTIL: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// Ticks since `since`, a reading of the counter that may have been taken
+/// on another CPU (a stack owner reads a sleeper's `since`, and a thread
+/// may migrate between its own readings). A reading ahead of ours, which
+/// counters that are not perfectly in step can give, counts as no time at
+/// all, not as the huge unsigned difference that would put the lock into
+/// starvation mode for nothing.
+#[inline]
+fn waited(since: u64) -> u64 {
+    let d = arch::ticks().wrapping_sub(since);
+    if (d as i64) < 0 { 0 } else { d }
 }
 
 /// This thread's ping-pong window in nanoseconds (see
@@ -138,10 +159,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         _ => SpinPolicy::One,
     };
     const MAX_PASSES: u32 = MAX_PASSES;
-    const FAULT: super::Fault = if SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
-        super::Fault::ClockStartsAtPush
-    } else {
-        super::Fault::None
+    const FAULT: super::Fault = match SPIN {
+        SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH => super::Fault::ClockStartsAtPush,
+        SPIN_ONE_UNTIMED_PAST_DEADLINE => super::Fault::UntimedPastDeadline,
+        _ => super::Fault::None,
     };
     const TIMED_LOOKS: bool = arch::TIMED_LOOKS;
 
@@ -267,19 +288,18 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         // Twice the (longer) deadline at which a sleeper marks itself: a
         // backstop for a sleeper whose timer has fired but which has not
         // run yet.
-        arch::ticks().wrapping_sub(since)
-            > arch::ns_to_ticks(Self::starving_ns(true)).saturating_mul(2)
+        waited(since) > arch::ns_to_ticks(Self::starving_ns(true)).saturating_mul(2)
     }
     #[inline]
     fn starve_due(since: u64, backed_up: bool) -> bool {
-        arch::ticks().wrapping_sub(since) >= arch::ns_to_ticks(Self::starving_ns(backed_up))
+        waited(since) >= arch::ns_to_ticks(Self::starving_ns(backed_up))
     }
     #[inline]
     fn starve_deadline(since: u64, backed_up: bool) -> Option<std::time::Instant> {
         // The tick counter and `Instant` are different clocks: carry over
         // what is left of the threshold.
         let threshold = arch::ns_to_ticks(Self::starving_ns(backed_up));
-        let left = threshold.saturating_sub(arch::ticks().wrapping_sub(since));
+        let left = threshold.saturating_sub(waited(since));
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
