@@ -144,26 +144,6 @@
 //! per thread, treat an oldest sleeper that has waited over twice the
 //! longer threshold (4 ms) as starving.
 //!
-//! **Sleeps without a timer.** Arming and cancelling a sleep's timer costs
-//! a few µs of CPU in a virtual machine, and one sleeper pays it dozens of
-//! times per millisecond: with a holder that re-takes the lock at once,
-//! each unlock that finds nobody spinning wakes the oldest sleeper, which
-//! loses and sleeps again, within a critical section. So a thread that a
-//! wake popped in its `lock` call, and that pushes itself back as the only
-//! sleeper with nobody spinning, sleeps without its timer while its
-//! deadline is still ahead. It is then the oldest sleeper, which the next
-//! unlock that finds nobody spinning wakes; at each such wake it checks its
-//! clock, and once its deadline has passed its next sleep is timed, and
-//! marks it at once. Until such a wake the backstop judges it: every
-//! unlock that skips the wake finds a spinner, and every spin episode ends
-//! in the lock or on the stack. A thread that takes the lock by spinning
-//! looks at the oldest sleeper within 250 µs of its previous look; one that
-//! pushes itself sleeps with its timer (the stack is not empty) and, unless
-//! a wake serves the sleeper below it first, marks itself at its deadline,
-//! and the hand-offs that follow end with a judgement of the oldest
-//! sleeper. So the untimed sleeper is judged starving by some thread soon
-//! after it has waited 4 ms, where a timed one marks itself at 1-2 ms.
-//!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper: it takes `STACK_LOCKED` while still holding `LOCKED`,
 //! unlinks the oldest node, marks it as owning the lock, releases the stack
@@ -183,8 +163,7 @@
 //! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
 //! marks itself starving as soon as it runs: at its timer wake, or at its
 //! next sleep after a wake (a wake that pops it first gives it the lock or
-//! another sleep past the deadline). A sleeper without a timer (above) is
-//! marked instead by the backstop's judgement once it has waited 4 ms. From then on it waits for at most `m + 1`
+//! another sleep past the deadline). From then on it waits for at most `m + 1`
 //! critical sections, where `m` is the number of sleepers that marked
 //! themselves before it (they are the only ones below it): each hand-off
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up

@@ -57,11 +57,25 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// without critical section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
-/// The measurement build `spinbit_timed_resleep` (`benches/ab.sh`) gives
-/// every sleep its starvation timer, also a woken thread's that sleeps
-/// again alone (see `Lock::wait`): it exists to show what the untimed
-/// sleeps save.
-const TIMED_RESLEEP: bool = cfg!(spinbit_timed_resleep);
+/// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
+/// thread that a wake popped in its `lock` call and that pushes itself back
+/// as the only sleeper, with nobody spinning, sleeps without its
+/// starvation timer until its deadline has passed (it checks its clock at
+/// each wake, so it still marks itself then). Arming and cancelling a
+/// futex wait's timer costs a few µs of CPU per sleep in a VM, and beside
+/// a holder that re-takes the lock at once such a sleeper is woken again
+/// within a critical section. It saves CPU and costs throughput: 2-core
+/// Intel Xeon VM (model 167), three `ab.sh` rounds, CPU per operation
+/// 0.82-0.88 of the default's at 2 threads with 100 ns-10 µs critical
+/// sections, throughput 0.94-0.98 there (each with the runs apart), the
+/// other key cells within their spread. Against the peers that turns
+/// those cells' throughput from at or above the fastest peer's to below it,
+/// without bringing their CPU per operation down to the cheapest peer's
+/// (README, "Why the 2-thread cells with critical sections cost more CPU
+/// per operation"). Untimed sleeps there rest on the others' backstop
+/// while spinners keep unlocks from waking them, which the crate docs'
+/// bound does not cover; this build is for measurement only.
+const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
 
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
@@ -572,34 +586,13 @@ impl<P: Platform> Lock<P> {
                         self.count_on_push();
                     }
                     let backed_up = f & BACKLOG != 0;
-                    // A thread that a wake popped in this call and that
-                    // pushed itself back as the only sleeper, with nobody
-                    // spinning, sleeps without its starvation timer until
-                    // its deadline has passed. Arming and cancelling a
-                    // timer costs a few µs of CPU per sleep in a VM, and
-                    // such a sleeper is the one that the next unlock
-                    // which finds nobody spinning wakes: with the holder
-                    // re-taking the lock at once it is woken again within
-                    // a critical section, and loses again, dozens of times
-                    // per millisecond. Each wake checks its clock here, so
-                    // it still marks itself at its deadline (its next sleep
-                    // is timed, and past it); while spinners keep the
-                    // unlocks from waking it, the backstop judges it (see
-                    // the crate docs' bound). 2-core Intel Xeon VM (model
-                    // 167), `benches/ab.sh`, three rounds: CPU per
-                    // operation 0.78-0.87 of the timed build's at 2 threads
-                    // with 100 ns-10 µs critical sections,
-                    // `handoff-inline/cs1000` 1.12 times the throughput.
-                    // (A deadline that found us popped has passed.)
-                    let timer = TIMED_RESLEEP
-                        || !(slept && head(s).is_null() && f & SPINNING == 0)
-                        || (P::FAULT != Fault::UntimedPastDeadline
-                            && (popped_starving
-                                // SAFETY: only we write `since`.
-                                || P::starve_due(unsafe { node.since.get() }, backed_up)));
-                    if !timer {
-                        P::record(Event::SleptUntimed);
-                    }
+                    // Only in the measurement build `UNTIMED_RESLEEP`: a
+                    // sleep without the starvation timer (a deadline that
+                    // found us popped has passed).
+                    let timer = !(UNTIMED_RESLEEP && slept && head(s).is_null() && f & SPINNING == 0)
+                        || popped_starving
+                        // SAFETY: only we write `since`.
+                        || P::starve_due(unsafe { node.since.get() }, backed_up);
                     slept = true;
                     if !self.sleep(
                         &node,
@@ -681,14 +674,14 @@ impl<P: Platform> Lock<P> {
     /// Sleeps on our node (just pushed) until woken: returns `true`, or
     /// `false` if `deadline` came first.
     ///
-    /// Unless we already did in this `lock` call, or `timer` is clear (see
-    /// the caller), the sleep also ends at the platform's starvation
-    /// deadline ([`Platform::starve_deadline`]):
+    /// Unless we already did in this `lock` call (or `timer` is clear, in
+    /// the measurement build `UNTIMED_RESLEEP` only), the sleep also ends
+    /// at the platform's starvation deadline ([`Platform::starve_deadline`]):
     /// then we mark ourselves starving and move to the bottom of the stack
     /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
     /// that marked itself before us), spin a moment for that hand-off, and
-    /// sleep again. For a timed sleep the bound on waiting rests on this
-    /// step alone: it needs no other thread to notice us. A starvation deadline that finds us
+    /// sleep again. The bound on waiting rests on this step alone: it needs
+    /// no other thread to notice us. A starvation deadline that finds us
     /// popped already marks nothing (`popped` records it): the deadline
     /// stays (it counts from our first yield or sleep in this `lock` call,
     /// see `start_clock`), and if

@@ -133,12 +133,6 @@ pub(crate) enum Fault {
     /// An unlock that saw STARVING and then found it cleared releases the
     /// lock with a Relaxed RMW.
     RelaxedStarvingRelease,
-    /// A sleeper that a wake popped and that pushes itself back alone, with
-    /// nobody spinning, sleeps without its timer also once its starvation
-    /// deadline has passed: it never marks itself, and only the others'
-    /// backstop (twice the threshold) ends its wait (native test platform
-    /// `UntimedPastDeadline` only).
-    UntimedPastDeadline,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -381,10 +375,6 @@ pub(crate) trait Platform: Sized + 'static {
 pub(crate) enum Event {
     /// A waiter pushed itself onto the stack and slept.
     Parked,
-    /// ... without its starvation timer: it was woken in this `lock` call
-    /// and pushed itself back as the only sleeper, nobody spinning, before
-    /// its deadline.
-    SleptUntimed,
     /// A waiter ran one spin episode.
     Spun,
     /// A spin episode ended without the lock: its budget ran out (or

@@ -55,12 +55,6 @@ pub(crate) type SlowYield = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD, 0>;
 /// first push, not at the first yield (a negative control).
 #[cfg(test)]
 pub(crate) type SlowYieldClockAtPush = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH, 0>;
-/// The spin bit's algorithm with a deliberate bug: a woken sleeper that
-/// sleeps again without its timer does so also past its starvation
-/// deadline (a negative control).
-#[cfg(test)]
-pub(crate) type UntimedPastDeadline<K = OsParker> =
-    NativeWith<K, SPIN_ONE_UNTIMED_PAST_DEADLINE, 0>;
 
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
@@ -77,9 +71,6 @@ pub(crate) const SPIN_ONE_SLOW_YIELD: u8 = 5;
 /// As `SPIN_ONE_SLOW_YIELD`, with `Fault::ClockStartsAtPush`
 /// (`SlowYieldClockAtPush`, tests only).
 pub(crate) const SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH: u8 = 6;
-/// As `SPIN_ONE`, with `Fault::UntimedPastDeadline` (`UntimedPastDeadline`,
-/// tests only).
-pub(crate) const SPIN_ONE_UNTIMED_PAST_DEADLINE: u8 = 7;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -159,10 +150,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         _ => SpinPolicy::One,
     };
     const MAX_PASSES: u32 = MAX_PASSES;
-    const FAULT: super::Fault = match SPIN {
-        SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH => super::Fault::ClockStartsAtPush,
-        SPIN_ONE_UNTIMED_PAST_DEADLINE => super::Fault::UntimedPastDeadline,
-        _ => super::Fault::None,
+    const FAULT: super::Fault = if SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
+        super::Fault::ClockStartsAtPush
+    } else {
+        super::Fault::None
     };
     const TIMED_LOOKS: bool = arch::TIMED_LOOKS;
 
