@@ -57,12 +57,6 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// without critical section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
-/// The measurement build `spinbit_cas_unlock` (`benches/ab.sh`): `unlock`
-/// releases with one CAS from the word of a lock held with nothing else
-/// set (no look first), and only if that fails looks at the value the CAS
-/// returned, out of line.
-const CAS_UNLOCK: bool = cfg!(spinbit_cas_unlock);
-
 /// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
 /// thread that a wake popped in its `lock` call and that pushes itself back
 /// as the only sleeper, with nobody spinning, sleeps without its
@@ -266,19 +260,6 @@ impl<P: Platform> Lock<P> {
     /// The lock must be held by the caller's context.
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        if CAS_UNLOCK {
-            let held = ptr::without_provenance_mut(LOCKED);
-            // Release: publishes the critical section to the next acquirer.
-            // Failure Relaxed: `unlock_from` reads only the flags of the
-            // value, and releases with a CAS of its own.
-            if let Err(s) =
-                self.state.compare_exchange(held, ptr::null_mut(), UNLOCK_ORDER, Relaxed)
-            {
-                // SAFETY: forwarded from the caller.
-                unsafe { self.unlock_from(s) };
-            }
-            return;
-        }
         // This look is what keeps LOCKED set in starvation mode (no fixed
         // read-modify-write can release the lock in one mode and keep it in
         // the other) and what it costs is measured: see
@@ -303,37 +284,6 @@ impl<P: Platform> Lock<P> {
             unsafe { self.unlock_slow(old) };
         } else if !head(old).is_null() && old.addr() & SPINNING != 0 {
             P::record(Event::WakeSkippedForSpinner);
-        }
-    }
-
-    /// `unlock` (measurement build `CAS_UNLOCK`) from a recent value `s`
-    /// of the word: released with a CAS, as long as STARVING is clear.
-    ///
-    /// # Safety
-    /// As for `unlock`.
-    #[inline(never)]
-    unsafe fn unlock_from(&self, mut s: *mut Node<P>) {
-        loop {
-            assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-            if s.addr() & STARVING != 0 {
-                // SAFETY: forwarded from the caller.
-                return unsafe { self.unlock_starving(s) };
-            }
-            // Release: as in `unlock`. Failure Relaxed: a retry reads only
-            // the flags of the fresh value.
-            match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
-            {
-                Ok(old) => {
-                    if unlock_needs_slow_path(old) {
-                        // SAFETY: we just released the lock.
-                        unsafe { self.unlock_slow(old) };
-                    } else if !head(old).is_null() && old.addr() & SPINNING != 0 {
-                        P::record(Event::WakeSkippedForSpinner);
-                    }
-                    return;
-                }
-                Err(now) => s = now,
-            }
         }
     }
 
