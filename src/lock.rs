@@ -57,12 +57,6 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// without critical section or think time on an Intel Xeon VM).
 const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 
-/// The measurement build `spinbit_prefetchw_unlock` (`benches/ab.sh`):
-/// `unlock` prefetches the word's line for writing before its look, so
-/// that a look that would miss (an arrival's `fetch_or` took the line)
-/// brings the line in a state the release can write, not shared.
-const PREFETCHW_UNLOCK: bool = cfg!(spinbit_prefetchw_unlock);
-
 /// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
 /// thread that a wake popped in its `lock` call and that pushes itself back
 /// as the only sleeper, with nobody spinning, sleeps without its
@@ -270,9 +264,6 @@ impl<P: Platform> Lock<P> {
         // read-modify-write can release the lock in one mode and keep it in
         // the other) and what it costs is measured: see
         // `UNLOCK_WITHOUT_LOOK`.
-        if PREFETCHW_UNLOCK {
-            crate::arch::prefetch_write(&raw const self.state);
-        }
         if !UNLOCK_WITHOUT_LOOK {
             // Relaxed: only our own LOCKED and the STARVING hint are read
             // here; a STARVING set after this load shows in the release's old

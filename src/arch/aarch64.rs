@@ -37,15 +37,3 @@ pub(crate) fn ticks_per_us() -> u64 {
     };
     (hz / 1_000_000).max(1)
 }
-
-/// `PRFM PSTL1KEEP`: asks for the line at `p` in a state this core may
-/// write, ahead of a load and a read-modify-write of it. A hint: no memory
-/// effect.
-#[inline(always)]
-pub(crate) fn prefetch_write<T>(p: *const T) {
-    // SAFETY: PRFM neither reads nor writes memory architecturally and does
-    // not fault on any address.
-    unsafe {
-        asm!("prfm pstl1keep, [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
-    }
-}

@@ -15,17 +15,17 @@
 #[cfg(all(target_arch = "aarch64", not(miri)))]
 mod aarch64;
 #[cfg(all(target_arch = "aarch64", not(miri)))]
-pub(crate) use aarch64::{prefetch_write, spin_hint, ticks, ticks_per_us};
+pub(crate) use aarch64::{spin_hint, ticks, ticks_per_us};
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod x86_64;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-pub(crate) use x86_64::{prefetch_write, spin_hint, ticks, ticks_per_us};
+pub(crate) use x86_64::{spin_hint, ticks, ticks_per_us};
 
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
-pub(crate) use portable::{prefetch_write, spin_hint, ticks, ticks_per_us};
+pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use x86_64::{look_miss_ticks, timed};

@@ -22,7 +22,3 @@ pub(crate) fn ticks() -> u64 {
 pub(crate) fn ticks_per_us() -> u64 {
     1_000
 }
-
-/// No write prefetch here.
-#[inline(always)]
-pub(crate) fn prefetch_write<T>(_p: *const T) {}

@@ -15,18 +15,6 @@ pub(crate) fn spin_hint() {
     core::hint::spin_loop();
 }
 
-/// `PREFETCHW`: asks for the line at `p` in a state this core may write,
-/// ahead of a load and a read-modify-write of it (a core that predates the
-/// instruction runs it as a no-op). A hint: no memory effect.
-#[inline(always)]
-pub(crate) fn prefetch_write<T>(p: *const T) {
-    // SAFETY: PREFETCHW neither reads nor writes memory architecturally and
-    // does not fault on any address.
-    unsafe {
-        core::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
-    }
-}
-
 /// Reads the time-stamp counter. Every x86_64 CPU of the last fifteen years
 /// has an invariant TSC (constant rate, synchronised across cores), and a
 /// spin deadline tolerates the rare machine that does not: an early or late
