@@ -15,7 +15,7 @@ const PARKED: u32 = 1;
 ///
 /// `LOSES_TOKENS` (tests only) is a deliberately broken parker that keeps
 /// the park tokens it took that were not its wake (see
-/// [`give_back_token`]): the negative control of the test that a
+/// `give_back_token`): the negative control of the test that a
 /// `Thread::unpark` aimed at a sleeping waiter is not lost.
 pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false> {
     word: AtomicU32,
@@ -48,7 +48,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
             thread::park();
             took_foreign |= !self.unparked();
         }
-        give_back_token(took_foreign && !LOSES_TOKENS);
+        self.give_back_token(took_foreign && !LOSES_TOKENS);
     }
 
     type Deadline = Instant;
@@ -69,7 +69,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
             thread::park_timeout(deadline - now);
             took_foreign |= !self.unparked();
         };
-        give_back_token(took_foreign && !LOSES_TOKENS);
+        self.give_back_token(took_foreign && !LOSES_TOKENS);
         woken
     }
 
@@ -90,16 +90,27 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     }
 }
 
-/// Gives the calling thread back a park token that one of our parks took
-/// while our word was still PARKED: that token was not our wake but (unless
-/// the return was spurious) a `Thread::unpark` meant for the thread's own
-/// `thread::park`, by code that knows nothing of the mutex, e.g. an
-/// executor's waker or a caller's "check, then park" loop. Losing it would
-/// leave that `park` asleep after the lock is taken (std's and parking_lot's
-/// mutexes never touch the token). A token given back for a spurious return
-/// is a spurious wake of the thread's next `park`, which `park` allows.
-fn give_back_token(took_foreign: bool) {
-    if took_foreign {
-        thread::current().unpark();
+impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
+    /// Gives the calling thread back a park token that one of our parks took
+    /// while our word was still PARKED: that token was not our wake but (unless
+    /// the return was spurious) a `Thread::unpark` meant for the thread's own
+    /// `thread::park`, by code that knows nothing of the mutex, e.g. an
+    /// executor's waker or a caller's "check, then park" loop. Losing it would
+    /// leave that `park` asleep after the lock is taken (std's and parking_lot's
+    /// mutexes never touch the token). A token given back for a spurious return
+    /// is a spurious wake of the thread's next `park`, which `park` allows.
+    ///
+    /// The handle is the one `prepare` stored, not `thread::current()`: a
+    /// timed park that ran out returns with our node still on the stack,
+    /// and `thread::current()` could panic there (in a thread-local
+    /// destructor), unwinding past a linked node.
+    fn give_back_token(&self, took_foreign: bool) {
+        if took_foreign {
+            // SAFETY: only `prepare` writes `thread`, before the node is
+            // published; an unparker may read it meanwhile, as we do.
+            if let Some(me) = unsafe { &*self.thread.get() } {
+                me.unpark();
+            }
+        }
     }
 }
