@@ -12,9 +12,11 @@
 //! `MutexGuard::unlock_fair`, `unlocked_fair` and `bump`, and timed locking,
 //! `try_lock_for` and `try_lock_until` (with the `arc_lock` feature, the
 //! `Arc` guards too: `lock_arc`, `try_lock_arc_for`, ..., and
-//! `ArcMutexGuard`). As in `parking_lot`, [`FairMutex`] is the same mutex
-//! with every unlock fair (over [`RawFairMutex`]), and the crate re-exports
-//! the [`lock_api`] it is built on.
+//! `ArcMutexGuard`; with the `serde` feature, `Serialize` and
+//! `Deserialize` for a `T` that has them). As in `parking_lot`,
+//! [`FairMutex`] is the same mutex with every unlock fair (over
+//! [`RawFairMutex`]), and the crate re-exports the [`lock_api`] it is
+//! built on. There is no condition variable yet.
 //!
 //! # The algorithm
 //!
