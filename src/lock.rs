@@ -65,10 +65,12 @@ const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 /// futex wait's timer costs a few µs of CPU per sleep in a VM, and beside
 /// a holder that re-takes the lock at once such a sleeper is woken again
 /// within a critical section. It saves CPU and costs throughput: 2-core
-/// Intel Xeon VM (model 167), three `ab.sh` rounds, CPU per operation
-/// 0.82-0.88 of the default's at 2 threads with 100 ns-10 µs critical
-/// sections, throughput 0.94-0.98 there (each with the runs apart), the
-/// other key cells within their spread. Against the peers that turns
+/// Intel Xeon VM (model 167), two `ab.sh` sets of three rounds, CPU per
+/// operation 0.81-0.88 of the default's at 2 threads with 100 ns-10 µs
+/// critical sections, throughput 0.94-0.97 with 1-10 µs ones (runs apart
+/// in three of those four), the other key cells within their spread
+/// (`benches/results/ab-x86_64-intel-xeon-f6m167-untimed-resleep.md`).
+/// Against the peers that turns
 /// those cells' throughput from at or above the fastest peer's to below it,
 /// without bringing their CPU per operation down to the cheapest peer's
 /// (README, "Why the 2-thread cells with critical sections cost more CPU
