@@ -39,8 +39,6 @@ pub(crate) const STARVING: usize = 8;
 /// costs one wake too many or too few, never a lost one (a skipped wake
 /// still leaves a spinner, as without the flag).
 pub(crate) const BACKLOG: usize = 16;
-/// PROTOTYPE: the spinner asks the next unlock for the lock.
-pub(crate) const ASK: usize = 32;
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
@@ -82,13 +80,13 @@ const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
 const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
 
 /// The tag bits; the rest of the word is the address of the top node.
-pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG | ASK;
+pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
 
 /// A sleeping waiter. It lives on its thread's stack for one `lock` call and
 /// is linked into the stack only while that thread sleeps.
 ///
 /// The alignment leaves the five low address bits free for the flags.
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 pub(crate) struct Node<P: Platform> {
     /// The next older waiter (towards the tail), or null at the tail.
     next: P::Cell<*mut Node<P>>,
@@ -276,14 +274,9 @@ impl<P: Platform> Lock<P> {
             // Before the release: on an unlocked word it would borrow from
             // the address bits.
             debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-            if s.addr() & (STARVING | ASK) != 0 {
-                if s.addr() & STARVING == 0 && self.grant(s) {
-                    return;
-                }
+            if s.addr() & STARVING != 0 {
                 // SAFETY: forwarded from the caller.
-                if self.state.load(Relaxed).addr() & STARVING != 0 {
-                    return unsafe { self.unlock_starving(self.state.load(Relaxed)) };
-                }
+                return unsafe { self.unlock_starving(s) };
             }
         }
         // Release: publishes the critical section to the next acquirer.
@@ -429,7 +422,6 @@ impl<P: Platform> Lock<P> {
         // A starvation deadline of ours found us popped (we did not mark
         // ourselves then).
         let mut popped_starving = false;
-        let ask_at = P::ask_at();
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -472,7 +464,7 @@ impl<P: Platform> Lock<P> {
                     P::record(Event::Spun);
                     let pause = ping_pong;
                     ping_pong = false;
-                    match self.spin(spinner, pause, ask_at) {
+                    match self.spin(spinner, pause) {
                         Ok(started) => {
                             P::note_spin_acquire();
                             if P::look_due(started) {
@@ -1101,32 +1093,12 @@ impl<P: Platform> Lock<P> {
         Ok(taken)
     }
 
-    /// PROTOTYPE: hands the lock to the spinner that asked. False if there
-    /// is no ask any more (or STARVING came): then unlock as usual.
-    #[cold]
-    #[inline(never)]
-    fn grant(&self, mut s: *mut Node<P>) -> bool {
-        loop {
-            if s.addr() & ASK == 0 || s.addr() & STARVING != 0 {
-                return false;
-            }
-            let new = s.map_addr(|a| a & !(ASK | SPINNING));
-            match self.state.compare_exchange(s, new, Release, Relaxed) {
-                Ok(_) => {
-                    P::record(Event::HandOff);
-                    return true;
-                }
-                Err(now) => s = now,
-            }
-        }
-    }
-
     /// One CAS that takes the lock from `s` (which has LOCKED clear),
     /// keeping the other bits and dropping SPINNING if we hold it.
     #[inline(always)]
     fn acquire_from(&self, s: *mut Node<P>, spinner: bool) -> Result<(), *mut Node<P>> {
         let f = flags(s) | LOCKED;
-        let new = with_flags(s, if spinner { f & !(SPINNING | ASK) } else { f });
+        let new = with_flags(s, if spinner { f & !SPINNING } else { f });
         // Acquire: as in `try_lock`. Failure Relaxed: the caller only looks
         // at the flags of the fresh word; it reads no node.
         self.state.compare_exchange(s, new, Acquire, Relaxed)?;
@@ -1149,9 +1121,8 @@ impl<P: Platform> Lock<P> {
     /// cross-core transfer of the line, while the holder runs a batch of
     /// acquisitions from its own cache during the pause. What the pause
     /// finds at its end adapts the window ([`Platform::pause_ended`]).
-    fn spin(&self, spinner: bool, ping_pong: bool, ask_at: u64) -> Result<u64, *mut Node<P>> {
+    fn spin(&self, spinner: bool, ping_pong: bool) -> Result<u64, *mut Node<P>> {
         let (started, deadline) = P::spin_deadline();
-        let mut asked = false;
         if ping_pong {
             P::record(Event::PingPongPause);
             P::ping_pong_pause(started);
@@ -1184,12 +1155,6 @@ impl<P: Platform> Lock<P> {
         }
         let mut backoff = 1;
         loop {
-            if asked && s.addr() & ASK == 0 {
-                // Granted: the unlocker kept LOCKED for us.
-                core::sync::atomic::fence(Acquire);
-                P::record(Event::HandedLock);
-                return Ok(started);
-            }
             if s.addr() & LOCKED == 0 {
                 match self.acquire_from(s, spinner) {
                     Ok(()) => return Ok(started),
@@ -1199,49 +1164,7 @@ impl<P: Platform> Lock<P> {
                     }
                 }
             }
-            let now = P::now();
-            if spinner && !asked && now >= ask_at && s.addr() & (STARVING | ASK) == 0 {
-                match self.state.compare_exchange(s, s.map_addr(|a| a | ASK), Relaxed, Relaxed) {
-                    Ok(_) => {
-                        asked = true;
-                        s = s.map_addr(|a| a | ASK);
-                    }
-                    Err(n) => {
-                        s = n;
-                        continue;
-                    }
-                }
-            }
-            if s.addr() & STARVING != 0 || now >= deadline {
-                if asked {
-                    // Withdraw; a failed withdrawal may mean a grant.
-                    loop {
-                        if s.addr() & ASK == 0 {
-                            // Only a grant clears our ask.
-                            core::sync::atomic::fence(Acquire);
-                            P::record(Event::HandedLock);
-                            return Ok(started);
-                        }
-                        if s.addr() & LOCKED == 0 {
-                            match self.acquire_from(s, spinner) {
-                                Ok(()) => return Ok(started),
-                                Err(n) => {
-                                    s = n;
-                                    continue;
-                                }
-                            }
-                        }
-                        match self.state.compare_exchange(
-                            s,
-                            s.map_addr(|a| a & !ASK),
-                            Relaxed,
-                            Relaxed,
-                        ) {
-                            Ok(_) => break,
-                            Err(n) => s = n,
-                        }
-                    }
-                }
+            if s.addr() & STARVING != 0 || P::now() >= deadline {
                 break;
             }
             for _ in 0..backoff {

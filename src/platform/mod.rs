@@ -253,10 +253,6 @@ pub(crate) trait Platform: Sized + 'static {
     /// The current tick count, and the one at which a spin that starts now
     /// must stop.
     fn spin_deadline() -> (u64, u64);
-    /// PROTOTYPE: the tick count at which a spinner asks for the lock.
-    fn ask_at() -> u64 {
-        u64::MAX
-    }
     /// Notes that this thread just took the lock by spinning.
     #[inline(always)]
     fn note_spin_acquire() {}

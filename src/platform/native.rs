@@ -189,16 +189,6 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         arch::ticks()
     }
     #[inline(always)]
-    fn ask_at() -> u64 {
-        arch::ticks().wrapping_add({
-            static T: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-            *T.get_or_init(|| {
-                arch::ns_to_ticks(
-                    std::env::var("ASK_NS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000),
-                )
-            })
-        })
-    }
     fn spin_deadline() -> (u64, u64) {
         let now = arch::ticks();
         (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Spin, arch::SPIN_NS))))
