@@ -988,6 +988,11 @@ pub(crate) fn machine_backlog() -> bool {
 /// counts around every call, as for `SPINBIT_DIAG_LONGEST`). A lock that
 /// is held all the time runs at one critical section per
 /// `SPINBIT_DIAG_CS_NS`; these show where the rest went.
+///
+/// `SPINBIT_DIAG_SCHED=1` (timed, Linux) prints the thread id and the
+/// `CLOCK_MONOTONIC` interval of every `lock()` call over 10 µs, to be
+/// lined up with a scheduler trace taken on the same clock
+/// (`benches/sched_waits.py`).
 #[test]
 #[ignore = "a measurement, run by hand (see its doc comment)"]
 fn hand_off_wait_profile() {
@@ -1007,6 +1012,9 @@ fn hand_off_wait_profile() {
     // The `lock()` calls over this long that `SPINBIT_DIAG_LONGEST` counts.
     let long_call = Duration::from_micros(1_500);
     let gaps = timed && var("SPINBIT_DIAG_GAPS", 0) != 0;
+    // Linux only: the thread id and CLOCK_MONOTONIC interval of every call
+    // over `long_call`, to line up with a scheduler trace.
+    let sched = timed && cfg!(target_os = "linux") && var("SPINBIT_DIAG_SCHED", 0) != 0;
     let window = Duration::from_millis(500);
     for _ in 0..3 {
         let lock_time = LockTime::default();
@@ -1028,12 +1036,18 @@ fn hand_off_wait_profile() {
                     // With `longest_events`: the calls over `long_call`,
                     // and the events of the longest call.
                     let (mut long_calls, mut longest_call) = (0, Events::default());
+                    let mut slow_calls = Vec::new();
                     while !stop.load(Relaxed) {
                         let before = (longest_events || gaps).then(my_events);
                         let asked = timed.then(Instant::now);
+                        let asked_mono = if sched { monotonic_ns() } else { 0 };
                         g.lock.lock();
                         if let Some(asked) = asked {
                             let took = asked.elapsed();
+                            let done_mono = if sched { monotonic_ns() } else { 0 };
+                            if done_mono - asked_mono > 10_000 {
+                                slow_calls.push((asked_mono, done_mono));
+                            }
                             if let Some(before) = before.as_ref().filter(|_| longest_events) {
                                 long_calls += u64::from(took > long_call);
                                 if took > longest {
@@ -1069,6 +1083,12 @@ fn hand_off_wait_profile() {
                         }
                     }
                     ops.fetch_add(n, Relaxed);
+                    if !slow_calls.is_empty() {
+                        let tid = thread_id();
+                        for (from, to) in slow_calls {
+                            eprintln!("lock() over 10 us: tid {tid} from {from} to {to} ns");
+                        }
+                    }
                     lock_time.add(&mine);
                     per_thread.lock().unwrap().push((n, longest, long_calls, longest_call));
                 });
@@ -2231,4 +2251,30 @@ fn a_clock_started_at_the_push_fails_the_yield_check() {
     let (ok, seen) = starves_soon_after_push::<SlowYieldClockAtPush>();
     eprintln!("a_clock_started_at_the_push_fails_the_yield_check: {seen:?}");
     assert!(!ok, "marked soon after the push, with yields cut: {seen:?}");
+}
+
+/// CLOCK_MONOTONIC in ns (the clock `perf record -k CLOCK_MONOTONIC`
+/// stamps its samples with), for `hand_off_wait_profile`'s
+/// `SPINBIT_DIAG_SCHED`; 0 elsewhere.
+fn monotonic_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// The kernel's id of the calling thread (Linux; 0 elsewhere).
+fn thread_id() -> i64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions.
+        i64::from(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
 }
