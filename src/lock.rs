@@ -6,7 +6,7 @@
 
 use core::ptr;
 use core::sync::atomic::Ordering;
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
 
@@ -44,18 +44,15 @@ pub(crate) const BACKLOG: usize = 16;
 /// a deliberately broken build that the sanitizer must report.
 const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
-/// A measurement build (`--cfg spinbit_unlock_without_look`, used by
-/// `benches/ab.sh`) whose `unlock` releases LOCKED without looking at the
-/// word first. It stays a mutex (an unlock that finds STARVING in the
-/// release's old value serves the starving sleeper as in the race that the
-/// look leaves open; `cargo test --release --test mutex` passes with it),
-/// but starvation mode no longer keeps LOCKED set, so barging `try_lock`s
-/// can take the lock between hand-offs and the bound of the crate docs is
-/// lost, and so is the debug check of an unlock of an unlocked mutex, which
-/// reads the look: it exists only to show what the look costs (README,
-/// "Measuring a build variant": 5-18 % of the throughput in the cells
-/// without critical section or think time on an Intel Xeon VM).
-const UNLOCK_WITHOUT_LOOK: bool = cfg!(spinbit_unlock_without_look);
+/// The measurement build `spinbit_release_then_wake` (`benches/ab.sh`):
+/// `unlock` releases LOCKED with a `fetch_sub` and, if the value it
+/// replaced shows a wake to do, takes the stack afterwards, as releases
+/// before 0.1's release CAS did. It stays a mutex, but the unlocker then
+/// touches the word after another thread may have taken the lock, used it
+/// last and freed it (`model::freed_by_its_last_user` catches it: its
+/// negative control, `Fault::ReleaseThenWake`, runs this code). It exists
+/// only to measure what the release CAS costs.
+const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
 
 /// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
 /// thread that a wake popped in its `lock` call and that pushes itself back
@@ -168,12 +165,30 @@ fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
 /// sleeper (there is one, nobody owns the stack, and no spinner will take
 /// the lock or sleepers are backed up), or hand the lock over (starvation
 /// mode began after the unlock looked at the word).
+///
+/// STARVING implies sleepers, so both cases need a non-empty stack; what
+/// else they need depends on the flags alone, so a table indexed by the
+/// flags answers (on x86_64 a `bt` of a constant, after the compare that
+/// finds the stack non-empty).
 #[inline(always)]
 fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
     let a = old.addr();
-    (a & STACK_LOCKED == 0 && a > FLAGS && (a & SPINNING == 0 || a & BACKLOG != 0))
-        || a & STARVING != 0
+    a > FLAGS && (SLOW_UNLOCKS >> (a & FLAGS)) & 1 != 0
 }
+
+/// [`unlock_needs_slow_path`]'s table: bit `f` is set if an unlock that
+/// finds sleepers and the flags `f` has a wake or a hand-off to do.
+const SLOW_UNLOCKS: u32 = {
+    let mut table = 0;
+    let mut f = 0;
+    while f <= FLAGS {
+        if (f & STACK_LOCKED == 0 && (f & SPINNING == 0 || f & BACKLOG != 0)) || f & STARVING != 0 {
+            table |= 1 << f;
+        }
+        f += 1;
+    }
+    table
+};
 
 /// Checks, in builds with [`Platform::CHECKS`], that a thread that thinks
 /// it holds SPINNING (`spinner`) saw the bit in `s`, the value its
@@ -258,32 +273,78 @@ impl<P: Platform> Lock<P> {
         self.state.load(Relaxed).addr() & LOCKED != 0
     }
 
+    /// Releases the lock. The release is a CAS from the value the unlock
+    /// looked at, so the unlock decides on the word as it was when the
+    /// release took effect: if that shows a wake to do, the same CAS takes
+    /// `STACK_LOCKED` (`unlock_slow`); in starvation mode the lock is handed
+    /// over instead, never released. Either way the unlock touches the word
+    /// only while it holds LOCKED or the stack, and never after a release
+    /// that leaves it neither: a thread that takes the lock after that
+    /// release, is its last user and frees it, frees nothing that this
+    /// unlock still uses (`model::freed_by_its_last_user`).
+    ///
     /// # Safety
     /// The lock must be held by the caller's context.
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        // This look is what keeps LOCKED set in starvation mode (no fixed
-        // read-modify-write can release the lock in one mode and keep it in
-        // the other) and what it costs is measured: see
-        // `UNLOCK_WITHOUT_LOOK`.
-        if !UNLOCK_WITHOUT_LOOK {
-            // Relaxed: only our own LOCKED and the STARVING hint are read
-            // here; a STARVING set after this load shows in the release's old
-            // value.
-            let s = self.state.load(Relaxed);
-            // Before the release: on an unlocked word it would borrow from
-            // the address bits.
-            debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
-            if s.addr() & STARVING != 0 {
-                // SAFETY: forwarded from the caller.
-                return unsafe { self.unlock_starving(s) };
+        if RELEASE_THEN_WAKE || P::FAULT == Fault::ReleaseThenWake {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.release_then_wake() };
+        }
+        // Relaxed: the release below is a CAS from this very value; the CAS,
+        // not this load, orders the critical section before the next
+        // acquirer.
+        let s = self.state.load(Relaxed);
+        // Before the release: on an unlocked word it would borrow from the
+        // address bits.
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        let s = if unlock_needs_slow_path(s) {
+            s
+        } else {
+            // Release: publishes the critical section to the next acquirer.
+            match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
+            {
+                Ok(_) => {
+                    if !head(s).is_null() {
+                        if s.addr() & STACK_LOCKED != 0 && !spinner_takes_wake(s.addr()) {
+                            // Its owner decides on the word as it finds it
+                            // when it gives the stack back (see `serve`).
+                            P::record(Event::StackBusy);
+                        } else if s.addr() & SPINNING != 0 {
+                            P::record(Event::WakeSkippedForSpinner);
+                        }
+                    }
+                    return;
+                }
+                // Relaxed: the slow path only decides again from it; what
+                // it reads of the nodes it reads after an Acquire CAS.
+                Err(now) => now,
             }
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock_slow(s) }
+    }
+
+    /// The unlock of the measurement build `spinbit_release_then_wake` and
+    /// of the negative control `Fault::ReleaseThenWake`: release with a
+    /// `fetch_sub`, then, if its old value shows a wake to do, take the
+    /// stack after the release (see `RELEASE_THEN_WAKE`).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[inline]
+    unsafe fn release_then_wake(&self) {
+        let s = self.state.load(Relaxed);
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        if s.addr() & STARVING != 0 {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.unlock_slow(s) };
         }
         // Release: publishes the critical section to the next acquirer.
         let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
         if unlock_needs_slow_path(old) {
             // SAFETY: we just released the lock.
-            unsafe { self.unlock_slow(old) };
+            unsafe { self.wake_after_release(old) };
         } else if !head(old).is_null() && old.addr() & SPINNING != 0 {
             P::record(Event::WakeSkippedForSpinner);
         }
@@ -1291,15 +1352,99 @@ impl<P: Platform> Lock<P> {
         unsafe { self.release_after_leave(s) };
     }
 
-    /// The unlock's slow path: we just released LOCKED, and `old`, the word
-    /// before that, showed sleepers with no spinner and no stack owner, or
-    /// STARVING (set after the unlock's first look).
+    /// The unlock's slow path, out of line: `s`, a recent value of the
+    /// word, shows a wake or a hand-off to do, or the release's CAS found
+    /// the word changed since the look.
+    ///
+    /// In starvation mode the lock is handed over (`unlock_starving`).
+    /// Otherwise one CAS releases LOCKED and, if the value it replaces
+    /// shows a wake to do (sleepers, no stack owner, and no spinner that
+    /// will take the lock, or sleepers backed up), takes `STACK_LOCKED`
+    /// too, so that the unlocker owns the stack before anybody can take
+    /// the lock: the waiters on the stack cannot return from `lock` until
+    /// this unlock has served the oldest one and given the stack back,
+    /// which is its last access to the word. The stack's owner decides on
+    /// the word as it finds it then (`serve`): the lock may have been
+    /// taken again meanwhile.
+    ///
+    /// # Safety
+    /// The lock is held by the caller's context.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_slow(&self, mut s: *mut Node<P>) {
+        // Whether `s` came from an unlock in starvation mode that found the
+        // mode ended: then the release below is its plain release.
+        let mut ended = false;
+        let (wake, new) = loop {
+            if s.addr() & STARVING != 0 && !ended {
+                // SAFETY: forwarded from the caller.
+                match unsafe { self.unlock_starving(s) } {
+                    None => return,
+                    Some(now) => {
+                        s = now;
+                        ended = true;
+                        continue;
+                    }
+                }
+            }
+            let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
+            if s.addr() & STACK_LOCKED != 0 && !head(s).is_null() && !spinner_takes_wake(s.addr()) {
+                // Its owner decides on the word as it finds it when it gives
+                // the stack back (see `serve`).
+                P::record(Event::StackBusy);
+            }
+            if P::FAULT == Fault::SkipWake {
+                wake = false;
+            }
+            let (new, order) = if wake {
+                // Release: publishes the critical section, as in `unlock`.
+                // Acquire: pairs with the Release of the pushes and of the
+                // previous stack owner, so the nodes' fields are visible.
+                let order = if cfg!(spinbit_tsan_negative_control) { Acquire } else { AcqRel };
+                (s.map_addr(|a| (a - LOCKED) | STACK_LOCKED), order)
+            } else if ended && P::FAULT == Fault::RelaxedStarvingRelease {
+                (s.map_addr(|a| a - LOCKED), Relaxed)
+            } else {
+                // Release: as in `unlock`
+                // (`model::a_starving_unlock_releases_once_the_mark_has_left`
+                // after starvation mode ended).
+                (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER)
+            };
+            match self.state.compare_exchange(s, new, order, Relaxed) {
+                Ok(_) => break (wake, new),
+                // Relaxed: we decide again from the new value; no node is
+                // read before the Acquire of a successful CAS.
+                Err(now) => {
+                    s = now;
+                    ended = false;
+                }
+            }
+        };
+        if !wake {
+            return;
+        }
+        if P::FAULT == Fault::AbandonWakeWhenLocked {
+            // Broken on purpose: a stale look, and a release that does not
+            // re-check the word.
+            if self.state.load(Relaxed).addr() & LOCKED != 0 {
+                self.state.fetch_and(!STACK_LOCKED, Release);
+                return;
+            }
+        }
+        // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
+        unsafe { self.serve(new) };
+    }
+
+    /// The wake of `release_then_wake` (the measurement build and the
+    /// negative control of `RELEASE_THEN_WAKE`): we just released LOCKED,
+    /// and `old`, the word before that, showed sleepers with no spinner and
+    /// no stack owner, or STARVING (set after the unlock's look).
     ///
     /// # Safety
     /// Called by the unlocker right after it cleared LOCKED.
     #[cold]
     #[inline(never)]
-    unsafe fn unlock_slow(&self, old: *mut Node<P>) {
+    unsafe fn wake_after_release(&self, old: *mut Node<P>) {
         if old.addr() & STACK_LOCKED != 0 {
             // Its owner decides on the current state when it gives the
             // stack back (see `serve`).
@@ -1410,13 +1555,12 @@ impl<P: Platform> Lock<P> {
     }
 
     /// An unlock in starvation mode: hand the lock to the oldest sleeper
-    /// without ever clearing LOCKED.
+    /// without ever clearing LOCKED. Returns the word if starvation mode has
+    /// ended, for the caller's plain release (LOCKED still held).
     ///
     /// # Safety
     /// The lock is held by the caller's context.
-    #[cold]
-    #[inline(never)]
-    unsafe fn unlock_starving(&self, mut s: *mut Node<P>) {
+    unsafe fn unlock_starving(&self, mut s: *mut Node<P>) -> Option<*mut Node<P>> {
         s = loop {
             let owned = s.addr() & STACK_LOCKED != 0;
             if s.addr() & STARVING == 0
@@ -1427,16 +1571,7 @@ impl<P: Platform> Lock<P> {
                 // stack lets barging acquisitions in until that owner gives
                 // the stack back.)
                 P::record(Event::StarvingEndedAtUnlock);
-                // Release: as in `unlock`
-                // (`model::a_starving_unlock_releases_once_the_mark_has_left`).
-                let order =
-                    if P::FAULT == Fault::RelaxedStarvingRelease { Relaxed } else { UNLOCK_ORDER };
-                let old = self.state.fetch_sub(LOCKED, order);
-                if unlock_needs_slow_path(old) {
-                    // SAFETY: we just released the lock.
-                    unsafe { self.unlock_slow(old) };
-                }
-                return;
+                return Some(s);
             }
             if owned {
                 // Another thread owns the stack: a sleeper marking itself,
@@ -1485,6 +1620,7 @@ impl<P: Platform> Lock<P> {
         if P::yield_after_starving_hand_off() {
             P::record(Event::YieldedAfterHandOff);
         }
+        None
     }
 
     /// Hands the lock to the oldest sleeper: unlinks it, releases the stack

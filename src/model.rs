@@ -905,6 +905,62 @@ fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
     })
 }
 
+/// Three users of a mutex that the last of them frees, as POSIX allows
+/// for a mutex that is unlocked (and `std`'s and `parking_lot`'s mutexes
+/// support): each takes the lock, counts itself in the guarded number, and
+/// the one that counts the third frees the mutex after its unlock. The
+/// main thread holds the lock while `w` goes to sleep, lets `x` arrive, and
+/// unlocks with a wake to do. An unlock that touched the word after its
+/// release could find it freed: `x` can take the lock at once, wake `w`,
+/// and `w` can finish and free the mutex in between. The word's every
+/// access checks that it is not freed (`LoomState::free`).
+fn freed_by_last_user<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let use_once = move || {
+            g.lock.lock();
+            let last = g.data.with_mut(|p| {
+                // SAFETY: loom checks that the lock orders this access.
+                unsafe {
+                    *p += 1;
+                    *p == 3
+                }
+            });
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+            if last {
+                g.lock.state.free();
+            }
+        };
+        g.lock.lock();
+        let w = thread::spawn(use_once);
+        // Until `w` sleeps, nobody spinning.
+        g.wait_for(|w| w & !FLAGS != 0 && w & SPINNING == 0);
+        let x = thread::spawn(use_once);
+        g.data.with_mut(|p| {
+            // SAFETY: locked above.
+            unsafe { *p += 1 }
+        });
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        w.join().unwrap();
+        x.join().unwrap();
+    })
+}
+
+#[test]
+fn freed_by_its_last_user() {
+    let seen = freed_by_last_user::<0>(bound(2, 3));
+    // The unlock's wake, and `x`'s unlock finding the stack owned by it.
+    assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::StackBusy) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "after its last user freed it")]
+fn broken_unlock_takes_the_stack_after_its_release() {
+    freed_by_last_user::<28>(bound(2, 3));
+}
+
 #[test]
 fn a_starving_unlock_releases_once_the_mark_has_left() {
     let seen = mark_leaves_while_the_holder_waits::<0>(bound(1, 1));

@@ -63,7 +63,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         24 => Fault::RelaxedLookGiveBack,
         25 => Fault::StarvingUnlockReleasesWhenOwned,
         26 => Fault::RelaxedHeadWake,
-        _ => Fault::RelaxedStarvingRelease,
+        27 => Fault::RelaxedStarvingRelease,
+        _ => Fault::ReleaseThenWake,
     }
 }
 
@@ -143,11 +144,32 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
 /// `fetch_or`). The model never runs under Miri, so exposing provenance to
 /// cross the integer boundary is fine here; the native platform keeps strict
 /// provenance.
-pub(crate) struct LoomState(AtomicUsize);
+///
+/// The second field stands for the mutex's memory being freed
+/// (`model::freed_by_its_last_user`): once set, every access to the word
+/// fails the model. It is a std atomic, not a loom one: setting and checking
+/// it are no steps of the model (loom runs one thread at a time), so it adds
+/// no interleavings.
+pub(crate) struct LoomState(AtomicUsize, core::sync::atomic::AtomicBool);
 
 impl LoomState {
     pub(crate) fn new() -> Self {
-        LoomState(AtomicUsize::new(0))
+        LoomState(AtomicUsize::new(0), core::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// The mutex's last user frees it: from now on, an access to the word
+    /// would be a use after free.
+    pub(crate) fn free(&self) {
+        self.1.store(true, Ordering::Relaxed);
+    }
+
+    #[track_caller]
+    fn live(&self) -> &AtomicUsize {
+        assert!(
+            !self.1.load(Ordering::Relaxed),
+            "spinbit used the mutex's word after its last user freed it"
+        );
+        &self.0
     }
 }
 
@@ -156,9 +178,11 @@ fn to_ptr<N>(addr: usize) -> *mut N {
 }
 
 impl<N> StateWord<N> for LoomState {
+    #[track_caller]
     fn load(&self, order: Ordering) -> *mut N {
-        to_ptr(self.0.load(order))
+        to_ptr(self.live().load(order))
     }
+    #[track_caller]
     fn compare_exchange(
         &self,
         current: *mut N,
@@ -166,7 +190,7 @@ impl<N> StateWord<N> for LoomState {
         success: Ordering,
         failure: Ordering,
     ) -> Result<*mut N, *mut N> {
-        self.0
+        self.live()
             .compare_exchange(
                 current.expose_provenance(),
                 new.expose_provenance(),
@@ -176,14 +200,17 @@ impl<N> StateWord<N> for LoomState {
             .map(to_ptr)
             .map_err(to_ptr)
     }
+    #[track_caller]
     fn fetch_or(&self, bits: usize, order: Ordering) -> *mut N {
-        to_ptr(self.0.fetch_or(bits, order))
+        to_ptr(self.live().fetch_or(bits, order))
     }
+    #[track_caller]
     fn fetch_and(&self, bits: usize, order: Ordering) -> *mut N {
-        to_ptr(self.0.fetch_and(bits, order))
+        to_ptr(self.live().fetch_and(bits, order))
     }
+    #[track_caller]
     fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N {
-        to_ptr(self.0.fetch_sub(bits, order))
+        to_ptr(self.live().fetch_sub(bits, order))
     }
 }
 

@@ -133,6 +133,10 @@ pub(crate) enum Fault {
     /// An unlock that saw STARVING and then found it cleared releases the
     /// lock with a Relaxed RMW.
     RelaxedStarvingRelease,
+    /// `unlock` releases LOCKED first and takes the stack for its wake
+    /// afterwards (`spinbit_release_then_wake`): it touches the word after
+    /// another thread may have taken the lock, used it last and freed it.
+    ReleaseThenWake,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
