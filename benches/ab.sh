@@ -2,10 +2,10 @@
 # A/B measurement of a build variant of spinbit against the default build:
 #
 #   benches/ab.sh CFG [ROUNDS [CELL...]]
-#   benches/ab.sh spinbit_unlock_without_look 3
+#   benches/ab.sh spinbit_release_then_wake 3
 #
 # CFG is a `--cfg` name the crate knows (Cargo.toml, `[lints.rust]`), e.g.
-# `spinbit_unlock_without_look` (src/lock.rs, `UNLOCK_WITHOUT_LOOK`) or
+# `spinbit_release_then_wake` (src/lock.rs, `RELEASE_THEN_WAKE`) or
 # `spinbit_timed_looks` (src/arch/mod.rs, `TIMED_LOOKS`). The
 # script builds the benchmark twice: as it is, and with
 # `RUSTFLAGS="--cfg CFG"` in its own target directory (target/ab-CFG). Then,

@@ -71,17 +71,27 @@
 //! These are timing choices only: the argument below does not depend on
 //! them.
 //!
-//! **unlock.** One load, then one `fetch_sub(LOCKED)`. If the old word shows
-//! sleepers, no spinner and no stack owner, the slow path takes `STACK_LOCKED`
-//! (leaving instead if the lock was re-taken, a spinner appeared or someone
-//! else owns the stack), unlinks the oldest waiter, releases `STACK_LOCKED` in
-//! the same CAS that publishes the new head, and wakes the waiter. That CAS
+//! **unlock.** One load, then one CAS from the loaded value that clears
+//! `LOCKED` (if it fails, the word changed: the unlock decides again from
+//! the new value, out of line). If the loaded word shows sleepers, no
+//! spinner and no stack owner, that CAS also takes `STACK_LOCKED`, so the
+//! unlocker owns the stack from the instant the lock is free; it unlinks
+//! the oldest waiter, releases `STACK_LOCKED` in the same CAS that
+//! publishes the new head, and wakes the waiter. That CAS
 //! also sets `SPINNING` if it was clear and hands it to the woken thread:
 //! until it runs and either takes the lock or sleeps again, it is the spinner,
 //! so the unlocks in between wake nobody else (without this, a holder that
 //! re-takes the lock at once would wake the whole stack before the first
 //! woken thread even runs). If the load saw `STARVING`, the unlock does not
 //! release the lock at all: it hands it over (below).
+//!
+//! So an unlock touches the word only while it holds the lock or the
+//! stack. After a release that leaves it neither, it touches nothing; and
+//! while it owns the stack, the sleepers on it cannot return from `lock`.
+//! A thread that takes the lock after the release, finds that it is the
+//! mutex's last user and frees it therefore frees memory that no unlock
+//! still uses, as POSIX allows for an unlocked mutex and as `std`'s and
+//! `parking_lot`'s mutexes support (`model::freed_by_its_last_user`).
 //!
 //! **Backed-up sleepers.** A stack owner that unlinks a waiter (or looks at
 //! the oldest one, below) counts the sleepers it leaves and sets `BACKLOG`
@@ -211,8 +221,10 @@
 //! # Why no wakeup is lost
 //!
 //! A thread sleeps only after a CAS that saw `LOCKED` set and published its
-//! node, so some holder exists whose `unlock` will see a non-empty stack.
-//! That unlock skips the wake in three cases, each covered by someone else:
+//! node, so some holder exists whose `unlock` will see a non-empty stack:
+//! its release is a CAS from the word it decides on, so it cannot miss a
+//! push that came before the release. That unlock skips the wake in two
+//! cases, each covered by someone else:
 //!
 //! * `SPINNING` was set (and `STARVING` was not): the spinner leaves that
 //!   role only by taking the lock (its own unlock then sees the stack) or by
@@ -235,8 +247,6 @@
 //!   meantime the CAS fails and the owner takes the lock back itself. A
 //!   holder that owns the stack to judge the oldest sleeper has not unlocked,
 //!   so no unlock skipped anything for it.
-//! * `LOCKED` was set again by the time the slow path looked: the new holder's
-//!   unlock looks at the stack.
 //!
 //! A hand-off never makes the lock free, so no unlock happens between the
 //! hand-off and the recipient's own unlock. A wake that lands between a

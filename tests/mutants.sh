@@ -53,7 +53,10 @@ fi
 # separated by " ## ".
 mutants=(
   'try-lock-acquire ## 1 ## self.state.fetch_or(LOCKED, Acquire) ## self.state.fetch_or(LOCKED, Relaxed)'
-  'unlock-release ## 1 ## let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER); ## let old = self.state.fetch_sub(LOCKED, Relaxed);'
+  'unlock-release ## 1 ## s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed) ## s.map_addr(|a| a - LOCKED), Relaxed, Relaxed)'
+  'slow-release ## 1 ## (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER) ## (s.map_addr(|a| a - LOCKED), Relaxed)'
+  'wake-release-release ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Acquire }'
+  'wake-release-acquire ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Release }'
   'fair-take-stack-acquire ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'push-release ## 1 ## compare_exchange(s, with_flags(me, f), Release, Relaxed) ## compare_exchange(s, with_flags(me, f), Relaxed, Relaxed)'
   'starve-mark-failure-acquire ## 1 ## a | STARVING), Relaxed, Acquire) ## a | STARVING), Relaxed, Relaxed)'
