@@ -76,6 +76,16 @@ const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
 /// bound does not cover; this build is for measurement only.
 const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
 
+/// Aborts the process if dropped: armed around a call that must not unwind,
+/// and forgotten after it.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
+    }
+}
+
 /// The tag bits; the rest of the word is the address of the top node.
 pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
 
@@ -381,6 +391,7 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     unsafe fn unlock_fair_slow(&self, mut s: *mut Node<P>) {
+        let mut waits = 0;
         s = loop {
             if head(s).is_null() {
                 // Nobody to hand over to. A waiter that pushes itself after
@@ -398,7 +409,7 @@ impl<P: Platform> Lock<P> {
                 // `unlock_starving` does, measured level in the six fair
                 // cells (0.93-1.00, every cell overlapping; benches/results/
                 // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
-                P::wait_for_stack();
+                P::wait_for_stack(&mut waits);
                 s = self.state.load(Relaxed);
                 continue;
             }
@@ -425,7 +436,12 @@ impl<P: Platform> Lock<P> {
         if !head(self.state.load(Relaxed)).is_null() {
             // SAFETY: forwarded from the caller.
             unsafe { self.unlock_fair() };
+            // `lock_api` lets `bump` unwind only with the lock held again:
+            // the caller's guard would unlock it. `lock` panics only on a
+            // broken invariant (checked builds), and then we abort.
+            let abort = AbortOnUnwind;
             self.lock();
+            core::mem::forget(abort);
         }
     }
 
@@ -875,9 +891,10 @@ impl<P: Platform> Lock<P> {
     /// STACK_LOCKED, as the successful CAS left it.
     fn take_stack(&self) -> *mut Node<P> {
         let mut s = self.state.load(Relaxed);
+        let mut waits = 0;
         loop {
             if s.addr() & STACK_LOCKED != 0 {
-                P::wait_for_stack();
+                P::wait_for_stack(&mut waits);
                 s = self.state.load(Relaxed);
                 continue;
             }
@@ -1561,6 +1578,7 @@ impl<P: Platform> Lock<P> {
     /// # Safety
     /// The lock is held by the caller's context.
     unsafe fn unlock_starving(&self, mut s: *mut Node<P>) -> Option<*mut Node<P>> {
+        let mut waits = 0;
         s = loop {
             let owned = s.addr() & STACK_LOCKED != 0;
             if s.addr() & STARVING == 0
@@ -1601,7 +1619,7 @@ impl<P: Platform> Lock<P> {
                     }
                 }
                 if s.addr() & STACK_LOCKED != 0 {
-                    P::wait_for_stack();
+                    P::wait_for_stack(&mut waits);
                     s = self.state.load(Relaxed);
                 }
                 continue;

@@ -399,6 +399,16 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// Single runs: no value is best in every cell on that CPU either.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
+/// How many times a thread that waits for another thread to give the
+/// waiter stack back yields before it sleeps instead (1 µs, doubling up to
+/// 1 ms). Stack owners hold the stack for a few steps, so the yields end
+/// the wait unless the owner lost its CPU to a thread that does not yield
+/// to it: one of higher real-time priority, such as the waiter itself under
+/// `SCHED_FIFO`, for which only a sleep lets the owner run. Not tuned: any
+/// count that ends ordinary waits within the yields serves, and waits that
+/// reach the sleeps are too rare to measure in the benchmarks.
+pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
+
 /// A waiter's yield that took at least this long ran other threads, so the
 /// waiter may yield again (see [`ARRIVAL_YIELDS`]). A yield that finds
 /// nobody else runnable is one system call, 0.5-0.7 µs on the 2-core AMD

@@ -106,7 +106,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn yield_now() {}
     // A real yield: the waiting thread makes no progress until the stack
     // owner does, and loom must switch to it.
-    fn wait_for_stack() {
+    fn wait_for_stack(_waits: &mut u32) {
         loom::thread::yield_now();
     }
     fn now() -> u64 {

@@ -250,8 +250,9 @@ pub(crate) trait Platform: Sized + 'static {
         1
     }
     /// Waits a moment for another thread to give the waiter stack back
-    /// (stack owners never block, so the wait is short).
-    fn wait_for_stack();
+    /// (stack owners never block, so the wait is short). `waits` counts
+    /// this caller's waits so far in its current wait for the stack.
+    fn wait_for_stack(waits: &mut u32);
     /// The current tick count.
     fn now() -> u64;
     /// The current tick count, and the one at which a spin that starts now

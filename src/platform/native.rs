@@ -181,8 +181,19 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         arch::tuned(Knob::ArrivalYields, arch::ARRIVAL_YIELDS).try_into().unwrap_or(u32::MAX)
     }
     #[inline]
-    fn wait_for_stack() {
-        std::thread::yield_now();
+    fn wait_for_stack(waits: &mut u32) {
+        // Yields first: the owner, if it was preempted, usually runs again
+        // within the yield. Then sleeps, 1 µs doubling up to 1 ms: a yield
+        // runs no thread of lower priority, so a real-time thread (SCHED_FIFO
+        // or SCHED_RR) that waits for a stack owner of lower priority on
+        // its CPU would yield to nobody for ever.
+        *waits += 1;
+        if *waits <= arch::STACK_WAIT_YIELDS {
+            std::thread::yield_now();
+        } else {
+            let shift = (*waits - arch::STACK_WAIT_YIELDS - 1).min(10);
+            std::thread::sleep(std::time::Duration::from_micros(1 << shift));
+        }
     }
     #[inline(always)]
     fn now() -> u64 {
