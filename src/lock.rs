@@ -46,8 +46,8 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 
 /// The measurement build `spinbit_release_then_wake` (`benches/ab.sh`):
 /// `unlock` releases LOCKED with a `fetch_sub` and, if the value it
-/// replaced shows a wake to do, takes the stack afterwards, as releases
-/// before 0.1's release CAS did. It stays a mutex, but the unlocker then
+/// replaced shows a wake to do, takes the stack afterwards, as `unlock` did
+/// before its release became a CAS. It stays a mutex, but the unlocker then
 /// touches the word after another thread may have taken the lock, used it
 /// last and freed it (`model::freed_by_its_last_user` catches it: its
 /// negative control, `Fault::ReleaseThenWake`, runs this code). It exists
