@@ -1919,6 +1919,57 @@ fn a_timed_out_top_unlinks_itself_under_a_push() {
     assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::LeaveRetried) > 0, "{seen:?}");
 }
 
+/// A timed waiter leaves from the middle of three sleepers: `y` sleeps
+/// (the oldest), the timed waiter `t` on top of it times out and takes the
+/// stack to leave, and is held there while `x` pushes itself on top of
+/// it. Its walk links the three nodes both ways; its unlink must point
+/// `x` down to `y` and `y` up to `x`, or the unlock's pop of `y` takes the
+/// departed node for the next tail (and `x`, above it, is never woken).
+fn leave_from_the_middle<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let won = counter();
+        let gate = Gate::new();
+        g.lock.lock();
+        let y = thread::spawn(move || g.increment());
+        // Until `y` sleeps, nobody spinning.
+        g.wait_for(|w| w & !FLAGS != 0 && w & SPINNING == 0);
+        let y_node = g.word() & !FLAGS;
+        let t = thread::spawn(move || {
+            // Only this thread's sleep times out, and it waits at the gate
+            // once it owns the stack to leave.
+            allow_my_timeouts(1, None);
+            hold_at_event(Event::Leaving, gate);
+            g.increment_timed(won);
+        });
+        // Until `t` sleeps on `y` and has taken the stack to leave.
+        g.wait_for(|w| w & STACK_LOCKED != 0 && w & !FLAGS != y_node);
+        let t_node = g.word() & !FLAGS;
+        let x = thread::spawn(move || g.increment());
+        // Until `x` sleeps on top of `t`, nobody spinning.
+        g.wait_for(|w| w & !FLAGS != t_node && w & SPINNING == 0);
+        gate.open();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        t.join().unwrap();
+        x.join().unwrap();
+        y.join().unwrap();
+        assert_eq!(g.value(), 2 + won.load(Relaxed));
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
+    })
+}
+
+#[test]
+fn a_timed_waiter_leaves_from_the_middle() {
+    let seen = leave_from_the_middle::<0>(bound(1, 2));
+    // The leave's first CAS, at the top, fails under `x`'s push, and the
+    // retry unlinks `t` from below `x`.
+    assert!(
+        seen.of(Event::LeaveRetried) > 0 && seen.of(Event::TailWake) > 0,
+        "{seen:?}"
+    );
+}
+
 thread_local! {
     /// Set when, in one execution of `look_then_leave`, the holder looked
     /// at the stack and the timed waiter it looked at then left it.
