@@ -1964,10 +1964,7 @@ fn a_timed_waiter_leaves_from_the_middle() {
     let seen = leave_from_the_middle::<0>(bound(1, 2));
     // The leave's first CAS, at the top, fails under `x`'s push, and the
     // retry unlinks `t` from below `x`.
-    assert!(
-        seen.of(Event::LeaveRetried) > 0 && seen.of(Event::TailWake) > 0,
-        "{seen:?}"
-    );
+    assert!(seen.of(Event::LeaveRetried) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
 thread_local! {
