@@ -2033,6 +2033,86 @@ fn look_then_leave<const F: u8>(bound: Bound) -> Seen {
     })
 }
 
+thread_local! {
+    /// Set when, in one execution of `push_during_a_look`, a waiter pushed
+    /// itself while the holder's look owned the stack.
+    static PUSHED_DURING_A_LOOK: Cell<bool> = const { Cell::new(false) };
+    /// ... and when a waiter held SPINNING as the look gave the stack back.
+    static SPUN_DURING_A_LOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A waiter pushes itself while a holder's look owns the stack: `y`
+/// sleeps; `s` holds SPINNING (held at a gate) while the main thread
+/// unlocks, so the unlock leaves the wake to it, then takes the lock by
+/// spinning, and its look (every spin acquisition looks under rule 2)
+/// takes the stack and is held there while `p` takes SPINNING and, in
+/// some executions, pushes itself on top of `y`. The look's give-back CAS
+/// then fails, and its retry must keep `p`'s node, or `p` is never woken,
+/// and the flags as they are now, or it clears the SPINNING that `p`
+/// holds. (Where `s`'s spin reads a stale word and runs out, it takes the
+/// lock without a look, and `p` does not run.)
+fn push_during_a_look<const F: u8>(bound: Bound) -> Seen {
+    PUSHED_DURING_A_LOOK.set(false);
+    SPUN_DURING_A_LOOK.set(false);
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 2>::new();
+        let spin_gate = Gate::new();
+        let look_gate = Gate::new();
+        let s_done = flag();
+        g.lock.lock();
+        let y = thread::spawn(move || g.increment());
+        // Until `y` sleeps, nobody spinning.
+        g.wait_for(|w| w & !FLAGS != 0 && w & SPINNING == 0);
+        let y_node = g.word() & !FLAGS;
+        let s = thread::spawn(move || {
+            // Held once it holds SPINNING, before its spin's first look at
+            // the word, and once its look owns the stack (no timeouts are
+            // allowed: only the gate of `hold_at_event` is used).
+            hold_thread_at_event(Event::Spun, spin_gate);
+            hold_at_event(Event::Look, look_gate);
+            g.increment();
+            s_done.store(true, Relaxed);
+        });
+        g.wait_for(|w| w & SPINNING != 0);
+        g.add_one_locked();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        spin_gate.open();
+        // Until `s`'s look owns the stack, or `s` is done without one.
+        let looking = |w: usize| w & (LOCKED | STACK_LOCKED) == LOCKED | STACK_LOCKED;
+        g.wait_for(|w| looking(w) || s_done.load(Relaxed));
+        let mut threads = 3;
+        let p = looking(g.word()).then(|| {
+            threads += 1;
+            let p = thread::spawn(move || g.increment());
+            // Until `p` spins (it holds SPINNING) or has pushed itself on
+            // top of `y`: the look gives the stack back under either.
+            g.wait_for(|w| w & SPINNING != 0 || w & !FLAGS != y_node);
+            if g.word() & !FLAGS != y_node {
+                PUSHED_DURING_A_LOOK.set(true);
+            } else {
+                SPUN_DURING_A_LOOK.set(true);
+            }
+            p
+        });
+        look_gate.open();
+        y.join().unwrap();
+        s.join().unwrap();
+        if let Some(p) = p {
+            p.join().unwrap();
+        }
+        assert_eq!(g.value(), threads);
+        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+    })
+}
+
+#[test]
+fn a_push_lands_while_a_holder_looks() {
+    let seen = push_during_a_look::<0>(bound(1, 2));
+    assert!(PUSHED_DURING_A_LOOK.get(), "no push while a look owned the stack: {seen:?}");
+    assert!(SPUN_DURING_A_LOOK.get(), "no spinner as a look gave the stack back: {seen:?}");
+}
+
 #[test]
 fn a_timed_waiter_leaves_after_a_holders_look() {
     let seen = look_then_leave::<0>(bound(1, 2));
