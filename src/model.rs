@@ -1885,12 +1885,26 @@ fn broken_timed_out_waiter_keeps_the_spinning_bit() {
 /// failure ordering (Acquire, pairing with the push's Release) makes
 /// visible. The timed waiter waits at a gate once it owns the stack, and
 /// the other waiter starts then, so no preemption goes into getting there.
-fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
-    explore(bound, || {
+///
+/// With `below`, an untimed waiter sleeps under the timed one first, so
+/// the retry unlinks the timed waiter from the middle of three: its walk
+/// links the three nodes both ways, and its unlink must point the node
+/// above down to the one below and that one up to it, or the unlock's pop
+/// of the oldest takes the departed node for the next tail (and the node
+/// above it is never woken).
+fn leave_under_a_push<const F: u8>(below: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
         let g = Guarded::<F, 0, 0, 0>::new();
         let won = counter();
         let gate = Gate::new();
         g.lock.lock();
+        let y = below.then(|| {
+            let y = thread::spawn(move || g.increment());
+            // Until it sleeps, nobody spinning.
+            g.wait_for(|w| w & !FLAGS != 0 && w & SPINNING == 0);
+            y
+        });
+        let y_node = g.word() & !FLAGS;
         let t = thread::spawn(move || {
             // Only this thread's sleep times out, and it waits at the gate
             // once it owns the stack to leave.
@@ -1898,7 +1912,8 @@ fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
             hold_at_event(Event::Leaving, gate);
             g.increment_timed(won);
         });
-        g.wait_for(|w| w & STACK_LOCKED != 0);
+        // Until it has pushed itself (on `y`) and taken the stack to leave.
+        g.wait_for(|w| w & STACK_LOCKED != 0 && w & !FLAGS != y_node);
         let t_node = g.word() & !FLAGS;
         let w = thread::spawn(move || g.increment());
         // Until the other waiter sleeps on top of the timed one.
@@ -1908,62 +1923,25 @@ fn leave_under_a_push<const F: u8>(bound: Bound) -> Seen {
         unsafe { g.lock.unlock() };
         t.join().unwrap();
         w.join().unwrap();
-        assert_eq!(g.value(), 1 + won.load(Relaxed));
+        if let Some(y) = y {
+            y.join().unwrap();
+        }
+        assert_eq!(g.value(), 1 + usize::from(below) + won.load(Relaxed));
         assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
     })
 }
 
 #[test]
 fn a_timed_out_top_unlinks_itself_under_a_push() {
-    let seen = leave_under_a_push::<0>(bound(1, 3));
+    let seen = leave_under_a_push::<0>(false, bound(1, 3));
     assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::LeaveRetried) > 0, "{seen:?}");
-}
-
-/// A timed waiter leaves from the middle of three sleepers: `y` sleeps
-/// (the oldest), the timed waiter `t` on top of it times out and takes the
-/// stack to leave, and is held there while `x` pushes itself on top of
-/// it. Its walk links the three nodes both ways; its unlink must point
-/// `x` down to `y` and `y` up to `x`, or the unlock's pop of `y` takes the
-/// departed node for the next tail (and `x`, above it, is never woken).
-fn leave_from_the_middle<const F: u8>(bound: Bound) -> Seen {
-    explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
-        let won = counter();
-        let gate = Gate::new();
-        g.lock.lock();
-        let y = thread::spawn(move || g.increment());
-        // Until `y` sleeps, nobody spinning.
-        g.wait_for(|w| w & !FLAGS != 0 && w & SPINNING == 0);
-        let y_node = g.word() & !FLAGS;
-        let t = thread::spawn(move || {
-            // Only this thread's sleep times out, and it waits at the gate
-            // once it owns the stack to leave.
-            allow_my_timeouts(1, None);
-            hold_at_event(Event::Leaving, gate);
-            g.increment_timed(won);
-        });
-        // Until `t` sleeps on `y` and has taken the stack to leave.
-        g.wait_for(|w| w & STACK_LOCKED != 0 && w & !FLAGS != y_node);
-        let t_node = g.word() & !FLAGS;
-        let x = thread::spawn(move || g.increment());
-        // Until `x` sleeps on top of `t`, nobody spinning.
-        g.wait_for(|w| w & !FLAGS != t_node && w & SPINNING == 0);
-        gate.open();
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        t.join().unwrap();
-        x.join().unwrap();
-        y.join().unwrap();
-        assert_eq!(g.value(), 2 + won.load(Relaxed));
-        assert_eq!(g.word(), 0, "the word keeps a trace of a waiter that left");
-    })
 }
 
 #[test]
 fn a_timed_waiter_leaves_from_the_middle() {
-    let seen = leave_from_the_middle::<0>(bound(1, 2));
-    // The leave's first CAS, at the top, fails under `x`'s push, and the
-    // retry unlinks `t` from below `x`.
+    let seen = leave_under_a_push::<0>(true, bound(1, 2));
+    // The leave's first CAS, at the top, fails under the push, and the
+    // retry unlinks the timed waiter from between the other two.
     assert!(seen.of(Event::LeaveRetried) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
@@ -2128,5 +2106,5 @@ fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_timed_out_top_retries_its_unlink_with_a_relaxed_look() {
-    leave_under_a_push::<23>(bound(0, 0));
+    leave_under_a_push::<23>(false, bound(0, 0));
 }
