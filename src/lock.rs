@@ -200,6 +200,21 @@ const SLOW_UNLOCKS: u32 = {
     table
 };
 
+/// Records (test builds) why an unlock whose plain release replaced `s`
+/// woke nobody although sleepers were on the stack: another thread owned
+/// the stack (its owner decides on the word as it finds it when it gives
+/// the stack back, see `serve`), or a spinner takes the wake.
+#[inline(always)]
+fn record_skipped_wake<P: Platform>(s: *mut Node<P>) {
+    if !head(s).is_null() {
+        if s.addr() & STACK_LOCKED != 0 && !spinner_takes_wake(s.addr()) {
+            P::record(Event::StackBusy);
+        } else if s.addr() & SPINNING != 0 {
+            P::record(Event::WakeSkippedForSpinner);
+        }
+    }
+}
+
 /// Checks, in builds with [`Platform::CHECKS`], that a thread that thinks
 /// it holds SPINNING (`spinner`) saw the bit in `s`, the value its
 /// successful CAS replaced: exactly one thread holds the bit while it is
@@ -314,18 +329,7 @@ impl<P: Platform> Lock<P> {
             // Release: publishes the critical section to the next acquirer.
             match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
             {
-                Ok(_) => {
-                    if !head(s).is_null() {
-                        if s.addr() & STACK_LOCKED != 0 && !spinner_takes_wake(s.addr()) {
-                            // Its owner decides on the word as it finds it
-                            // when it gives the stack back (see `serve`).
-                            P::record(Event::StackBusy);
-                        } else if s.addr() & SPINNING != 0 {
-                            P::record(Event::WakeSkippedForSpinner);
-                        }
-                    }
-                    return;
-                }
+                Ok(_) => return record_skipped_wake(s),
                 // Relaxed: the slow path only decides again from it; what
                 // it reads of the nodes it reads after an Acquire CAS.
                 Err(now) => now,
@@ -355,8 +359,8 @@ impl<P: Platform> Lock<P> {
         if unlock_needs_slow_path(old) {
             // SAFETY: we just released the lock.
             unsafe { self.wake_after_release(old) };
-        } else if !head(old).is_null() && old.addr() & SPINNING != 0 {
-            P::record(Event::WakeSkippedForSpinner);
+        } else {
+            record_skipped_wake(old);
         }
     }
 
@@ -1392,7 +1396,7 @@ impl<P: Platform> Lock<P> {
         // Whether `s` came from an unlock in starvation mode that found the
         // mode ended: then the release below is its plain release.
         let mut ended = false;
-        let (wake, new) = loop {
+        let (wake, old, new) = loop {
             if s.addr() & STARVING != 0 && !ended {
                 // SAFETY: forwarded from the caller.
                 match unsafe { self.unlock_starving(s) } {
@@ -1405,11 +1409,6 @@ impl<P: Platform> Lock<P> {
                 }
             }
             let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
-            if s.addr() & STACK_LOCKED != 0 && !head(s).is_null() && !spinner_takes_wake(s.addr()) {
-                // Its owner decides on the word as it finds it when it gives
-                // the stack back (see `serve`).
-                P::record(Event::StackBusy);
-            }
             if P::FAULT == Fault::SkipWake {
                 wake = false;
             }
@@ -1428,7 +1427,7 @@ impl<P: Platform> Lock<P> {
                 (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER)
             };
             match self.state.compare_exchange(s, new, order, Relaxed) {
-                Ok(_) => break (wake, new),
+                Ok(_) => break (wake, s, new),
                 // Relaxed: we decide again from the new value; no node is
                 // read before the Acquire of a successful CAS.
                 Err(now) => {
@@ -1438,7 +1437,7 @@ impl<P: Platform> Lock<P> {
             }
         };
         if !wake {
-            return;
+            return record_skipped_wake(old);
         }
         if P::FAULT == Fault::AbandonWakeWhenLocked {
             // Broken on purpose: a stale look, and a release that does not

@@ -1013,7 +1013,7 @@ fn hand_off_wait_profile() {
     let long_call = Duration::from_micros(1_500);
     let gaps = timed && var("SPINBIT_DIAG_GAPS", 0) != 0;
     // Linux only: the thread id and CLOCK_MONOTONIC interval of every call
-    // over `long_call`, to line up with a scheduler trace.
+    // over 10 µs, to line up with a scheduler trace.
     let sched = timed && cfg!(target_os = "linux") && var("SPINBIT_DIAG_SCHED", 0) != 0;
     let window = Duration::from_millis(500);
     for _ in 0..3 {
