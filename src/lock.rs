@@ -1091,7 +1091,7 @@ impl<P: Platform> Lock<P> {
                     (*next).count.set((*top).count.get().saturating_sub(1));
                 }
                 let mut f = flags(s);
-                if next.is_null() {
+                if next.is_null() || P::FAULT == Fault::LeaveFromTopEndsStarving {
                     // STARVING is only ever set with sleepers.
                     f &= !STARVING;
                 }
@@ -1409,7 +1409,9 @@ impl<P: Platform> Lock<P> {
                 }
             }
             let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
-            if P::FAULT == Fault::SkipWake {
+            if P::FAULT == Fault::SkipWake
+                || (ended && P::FAULT == Fault::StarvingEndedReleasesWithoutWake)
+            {
                 wake = false;
             }
             let (new, order) = if wake {
@@ -1439,6 +1441,7 @@ impl<P: Platform> Lock<P> {
         if !wake {
             return record_skipped_wake(old);
         }
+        P::record(Event::ReleasedToServe);
         if P::FAULT == Fault::AbandonWakeWhenLocked {
             // Broken on purpose: a stale look, and a release that does not
             // re-check the word.
@@ -1719,7 +1722,12 @@ impl<P: Platform> Lock<P> {
                     (*top).tail.set(newer);
                     let left = (*top).count.get().saturating_sub(1);
                     (*top).count.set(left);
-                    let still = hand_over && starves(newer);
+                    let mut still = hand_over && starves(newer);
+                    if P::FAULT == Fault::HandOffEndsStarving {
+                        still = false;
+                    } else if P::FAULT == Fault::HandOffJudgesTop {
+                        still = hand_over && starves(top);
+                    }
                     let backlog = left > P::backlog_sleepers();
                     loop {
                         let new = with_flags(s, release::<P>(s, hand_over, still, backlog));

@@ -19,7 +19,9 @@ use std::cell::{Cell, RefCell};
 
 use loom::cell::UnsafeCell;
 use loom::sync::Notify;
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use loom::sync::atomic::{
+    AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use loom::thread;
 
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
@@ -858,8 +860,11 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
 /// opens the gate and tries to lock. The waiter leaves alone, clearing STARVING, and
 /// the main thread's unlock, finding it cleared, releases the lock as a
 /// plain unlock, whose Release publishes its critical section to the third
-/// thread.
-fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
+/// thread. If `push`, the third thread `lock`s instead, and may push
+/// itself while the main thread's unlock still waits: then that release
+/// owes it a wake (a plain release would leave it asleep for ever).
+fn mark_leaves_while_the_holder_waits<const F: u8>(push: bool, bound: Bound) -> Seen {
+    PUSHED_BEFORE_THE_RELEASE.set(false);
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
         let won = counter();
@@ -876,6 +881,9 @@ fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
             left.open();
         });
         g.wait_for(|w| w & STARVING != 0 && w & STACK_LOCKED != 0);
+        // The waiter has pushed itself for the last time: from now on, only
+        // the third thread does.
+        let parks = count_parks();
         let x = thread::spawn(move || {
             while !unlocking.load(Relaxed) {
                 thread::yield_now();
@@ -887,17 +895,26 @@ fn mark_leaves_while_the_holder_waits<const F: u8>(bound: Bound) -> Seen {
             // main thread's release directly (a sleeper would be woken by
             // the main thread's later Release steps).
             left.pass();
-            while !g.lock.try_lock() {
-                thread::yield_now();
+            if push {
+                g.lock.lock();
+            } else {
+                while !g.lock.try_lock() {
+                    thread::yield_now();
+                }
             }
             g.add_one_locked();
-            // SAFETY: try_lock succeeded.
+            // SAFETY: locked just above.
             unsafe { g.lock.unlock() };
         });
         g.add_one_locked();
         unlocking.store(true, Relaxed);
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
+        // The third thread pushes itself only while LOCKED is set, and
+        // nobody but the main thread holds the lock before it.
+        if parks.load(Relaxed) > 0 {
+            PUSHED_BEFORE_THE_RELEASE.set(true);
+        }
         t.join().unwrap();
         x.join().unwrap();
         assert_eq!(g.value(), 2 + won.load(Relaxed));
@@ -963,7 +980,7 @@ fn broken_unlock_takes_the_stack_after_its_release() {
 
 #[test]
 fn a_starving_unlock_releases_once_the_mark_has_left() {
-    let seen = mark_leaves_while_the_holder_waits::<0>(bound(1, 1));
+    let seen = mark_leaves_while_the_holder_waits::<0>(false, bound(1, 1));
     assert!(
         seen.of(Event::LeftStarving) > 0 && seen.of(Event::StarvingEndedAtUnlock) > 0,
         "{seen:?}"
@@ -973,7 +990,102 @@ fn a_starving_unlock_releases_once_the_mark_has_left() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
-    mark_leaves_while_the_holder_waits::<27>(bound(1, 1));
+    mark_leaves_while_the_holder_waits::<27>(false, bound(1, 1));
+}
+
+#[test]
+fn a_starving_unlock_wakes_a_push_once_the_mark_has_left() {
+    let seen = mark_leaves_while_the_holder_waits::<0>(true, bound(1, 1));
+    assert!(PUSHED_BEFORE_THE_RELEASE.get(), "no push before the release: {seen:?}");
+    assert!(seen.of(Event::StarvingEndedAtUnlock) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_starving_unlock_releases_without_its_wake_once_the_mark_has_left() {
+    mark_leaves_while_the_holder_waits::<32>(true, bound(1, 1));
+}
+
+/// Two sleepers mark themselves starving while the main thread holds the
+/// lock: `a` (digit 1), then `t`, a timed waiter, which marks itself right
+/// above it, on top, then reaches its own deadline and leaves from the
+/// top. `a` is still marked on the stack, so starvation mode must stay:
+/// the main thread's unlock hands `a` the lock, and its `try_lock` right
+/// after (digit 9) cannot come first.
+fn mark_leaves_from_above_a_mark<const F: u8>(bound: Bound) -> Seen {
+    BARGE_REFUSED.set(false);
+    explore(bound, move || {
+        let g = Guarded::<F, 0, 0, 5>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        let left = flag();
+        let append = move |digit: usize| {
+            g.data.with_mut(|p| {
+                // SAFETY: the caller holds the lock.
+                unsafe { *p = *p * 10 + digit }
+            });
+        };
+        g.lock.lock();
+        let a = thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.lock.lock();
+            append(1);
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        });
+        g.wait_for(|w| w & STARVING != 0);
+        let t = thread::spawn(move || {
+            // Its starvation deadline, then its own.
+            allow_one_more_of_my_timeouts();
+            allow_one_more_of_my_timeouts();
+            let won = g.lock.try_lock() || g.lock.lock_until_slow(ModelDeadline::Timed);
+            assert!(!won, "the timed waiter took a lock that the main thread holds");
+            // Release: its mark's count, for the main thread.
+            left.store(true, Release);
+        });
+        while !left.load(Acquire) {
+            thread::yield_now();
+        }
+        assert_eq!(marks.load(Relaxed), 2, "both sleepers mark themselves");
+        assert_ne!(g.word() & STARVING, 0, "a marked sleeper was left without starvation mode");
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        if g.lock.try_lock() {
+            append(9);
+            // SAFETY: try_lock succeeded.
+            unsafe { g.lock.unlock() };
+        } else {
+            BARGE_REFUSED.set(true);
+        }
+        a.join().unwrap();
+        t.join().unwrap();
+        let order = g.value().to_string();
+        assert!(order.starts_with('1'), "a marked sleeper was overtaken: order {order}");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn a_mark_leaves_from_above_another_mark() {
+    let seen = mark_leaves_from_above_a_mark::<0>(bound(1, 2));
+    assert!(BARGE_REFUSED.get(), "the main thread's try_lock never failed: {seen:?}");
+    assert!(seen.of(Event::LeftStarving) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "a marked sleeper was left without starvation mode")]
+fn broken_leave_from_the_top_ends_starvation_mode_over_a_mark() {
+    mark_leaves_from_above_a_mark::<31>(bound(0, 0));
+}
+
+thread_local! {
+    /// Set when, in one execution of `marks_in_order` or
+    /// `mark_leaves_from_above_a_mark`, the main thread's barging
+    /// `try_lock` failed: a hand-off had kept the lock from it.
+    static BARGE_REFUSED: Cell<bool> = const { Cell::new(false) };
+    /// Set when, in one execution of `mark_leaves_while_the_holder_waits`,
+    /// a waiter pushed itself before the main thread's release.
+    static PUSHED_BEFORE_THE_RELEASE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Two sleepers mark themselves starving one after the other while the
@@ -983,11 +1095,24 @@ fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
 /// hand-offs must serve the marked sleepers in the order they marked
 /// themselves (the bound in the crate docs counts on it): `a`, then `b`,
 /// and `c` last. Each thread appends its digit to the guarded number.
-fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
+///
+/// If `barge`, `b` is held at a gate once woken (runnable, not running,
+/// as a woken thread waiting for a CPU is), `a` is held at another if its
+/// unlock releases the lock to wake `b`, and the main thread, once `a` has
+/// unlocked or is held so, tries to barge in with `try_lock` (digit 9),
+/// then opens the gates; `c` may come before or after the main thread. `b` marked itself one mark after `a`, so the bound gives
+/// it at most m + 1 = 2 critical sections from its mark, the main
+/// thread's and `a`'s: the hand-off to `a` must keep starvation mode for
+/// `b`, judging the next oldest sleeper (not the newest, `c`), and the
+/// order must start with 12.
+fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen {
+    BARGE_REFUSED.set(false);
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
         let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        let a_done = flag();
+        let (a_gate, b_gate) = (Gate::new(), Gate::new());
         let turn = move |digit: usize| {
             g.lock.lock();
             g.data.with_mut(|p| {
@@ -1000,7 +1125,13 @@ fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
         g.lock.lock();
         let mut handles = vec![thread::spawn(move || {
             allow_my_timeouts(1, None);
+            if barge {
+                // Held between the release and the wake of an unlock that
+                // is not a hand-off (there is none while `b` is marked).
+                hold_thread_at_event(Event::ReleasedToServe, a_gate);
+            }
             turn(1);
+            a_done.store(true, Relaxed);
         })];
         // Until `a` has marked itself and set STARVING.
         g.wait_for(|w| w & STARVING != 0);
@@ -1011,6 +1142,10 @@ fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
         }
         handles.push(thread::spawn(move || {
             allow_one_more_of_my_timeouts();
+            if barge {
+                // Its sleep after its mark is untimed: held once woken.
+                hold_after_wake(b_gate);
+            }
             turn(2);
         }));
         // Until `b` has marked itself and given the stack back.
@@ -1019,9 +1154,35 @@ fn marks_in_order<const F: u8>(between: bool, bound: Bound) -> Seen {
         }
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
+        if barge {
+            // Once `a` has unlocked, or is held at its gate with the lock
+            // released; `b` is held at its gate once woken: handed the
+            // lock, it holds it; merely woken, it does not yet.
+            let released = |w: usize| w & (LOCKED | STACK_LOCKED) == STACK_LOCKED;
+            while !(a_done.load(Relaxed) || released(g.word())) {
+                thread::yield_now();
+            }
+            if g.lock.try_lock() {
+                g.data.with_mut(|p| {
+                    // SAFETY: try_lock succeeded.
+                    unsafe { *p = *p * 10 + 9 }
+                });
+                // SAFETY: try_lock succeeded.
+                unsafe { g.lock.unlock() };
+            } else {
+                BARGE_REFUSED.set(true);
+            }
+            a_gate.open();
+            b_gate.open();
+        }
         handles.into_iter().for_each(|h| h.join().unwrap());
-        let order = g.value();
-        assert_eq!(order, if between { 123 } else { 12 }, "served out of mark order");
+        let order = g.value().to_string();
+        if barge {
+            assert!(order.starts_with("12"), "a marked sleeper was overtaken: order {order}");
+            assert_eq!(order.contains('3'), between, "order {order}");
+        } else {
+            assert_eq!(order, if between { "123" } else { "12" }, "served out of mark order");
+        }
         assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
     })
 }
@@ -1107,21 +1268,47 @@ fn broken_starving_unlock_releases_while_the_stack_is_owned() {
 #[test]
 fn marked_sleepers_are_handed_the_lock_in_mark_order() {
     // `b` marks right above `a`: it stays where it is.
-    let seen = marks_in_order::<0>(false, bound(1, 1));
+    let seen = marks_in_order::<0>(false, false, bound(1, 1));
     assert!(seen.of(Event::Starved) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+fn the_second_mark_is_not_overtaken_after_the_first_hand_off() {
+    // `b` right above `a`; the main thread barges in once `a` is done.
+    let seen = marks_in_order::<0>(false, true, bound(1, 2));
+    assert!(BARGE_REFUSED.get() && seen.of(Event::HandedLock) > 0, "{seen:?}");
+}
+
+#[test]
+fn the_second_mark_below_an_unmarked_sleeper_is_not_overtaken() {
+    // `b` moves between `c` and `a`; the hand-off to `a` must judge `b`.
+    let seen = marks_in_order::<0>(true, true, bound(0, 1));
+    assert!(BARGE_REFUSED.get() && seen.of(Event::MovedAboveMarked) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "a marked sleeper was overtaken")]
+fn broken_hand_off_ends_starvation_mode_over_a_marked_sleeper() {
+    marks_in_order::<29>(false, true, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "a marked sleeper was overtaken")]
+fn broken_hand_off_judges_the_newest_sleeper() {
+    marks_in_order::<30>(true, true, bound(0, 0));
 }
 
 #[test]
 fn a_later_mark_moves_above_the_earlier_marks() {
     // `b` moves from the top to between `c` and `a`.
-    let seen = marks_in_order::<0>(true, bound(0, 0));
+    let seen = marks_in_order::<0>(true, false, bound(0, 0));
     assert!(seen.of(Event::MovedAboveMarked) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "served out of mark order")]
 fn broken_later_mark_moves_below_the_earlier_marks() {
-    marks_in_order::<16>(true, bound(0, 0));
+    marks_in_order::<16>(true, false, bound(0, 0));
 }
 
 #[test]

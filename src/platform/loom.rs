@@ -64,7 +64,11 @@ pub(crate) const fn fault(n: u8) -> Fault {
         25 => Fault::StarvingUnlockReleasesWhenOwned,
         26 => Fault::RelaxedHeadWake,
         27 => Fault::RelaxedStarvingRelease,
-        _ => Fault::ReleaseThenWake,
+        28 => Fault::ReleaseThenWake,
+        29 => Fault::HandOffEndsStarving,
+        30 => Fault::HandOffJudgesTop,
+        31 => Fault::LeaveFromTopEndsStarving,
+        _ => Fault::StarvingEndedReleasesWithoutWake,
     }
 }
 

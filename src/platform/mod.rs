@@ -137,6 +137,19 @@ pub(crate) enum Fault {
     /// afterwards (`spinbit_release_then_wake`): it touches the word after
     /// another thread may have taken the lock, used it last and freed it.
     ReleaseThenWake,
+    /// Every hand-off ends starvation mode, even with marked sleepers left
+    /// above the one it serves: the next of them can be overtaken.
+    HandOffEndsStarving,
+    /// A hand-off keeps starvation mode if the newest sleeper starves, not
+    /// the next oldest: with an unmarked sleeper on top, it ends the mode
+    /// over a marked one.
+    HandOffJudgesTop,
+    /// A timed waiter that leaves from the top of the stack ends starvation
+    /// mode although marked sleepers remain below it.
+    LeaveFromTopEndsStarving,
+    /// An unlock in starvation mode that finds the mode ended releases the
+    /// lock without the wake its release may owe.
+    StarvingEndedReleasesWithoutWake,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -485,8 +498,11 @@ pub(crate) enum Event {
     /// An unlock that saw STARVING found it cleared (by a stack owner it
     /// may have waited for) and released the lock as a plain unlock.
     StarvingEndedAtUnlock,
+    /// An unlock released the lock and took the stack in one CAS, to serve
+    /// the oldest sleeper (`unlock_slow`).
+    ReleasedToServe,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::StarvingEndedAtUnlock as usize + 1;
+pub(crate) const EVENTS: usize = Event::ReleasedToServe as usize + 1;
