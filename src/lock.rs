@@ -1092,7 +1092,9 @@ impl<P: Platform> Lock<P> {
                 }
                 let mut f = flags(s);
                 if next.is_null() || P::FAULT == Fault::LeaveFromTopEndsStarving {
-                    // STARVING is only ever set with sleepers.
+                    // STARVING is only ever set with sleepers; with any
+                    // left it stays, for the marked ones among them
+                    // (`model::a_mark_leaves_from_above_another_mark`).
                     f &= !STARVING;
                 }
                 // Success Relaxed: we keep the stack, and give it back with
@@ -1409,6 +1411,9 @@ impl<P: Platform> Lock<P> {
                 }
             }
             let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
+            // After starvation mode ended too: a waiter may have pushed
+            // itself while we waited for a stack owner
+            // (`model::a_starving_unlock_wakes_a_push_once_the_mark_has_left`).
             if P::FAULT == Fault::SkipWake
                 || (ended && P::FAULT == Fault::StarvingEndedReleasesWithoutWake)
             {
@@ -1722,6 +1727,12 @@ impl<P: Platform> Lock<P> {
                     (*top).tail.set(newer);
                     let left = (*top).count.get().saturating_sub(1);
                     (*top).count.set(left);
+                    // A hand-off keeps starvation mode while the next
+                    // oldest sleeper starves: the marked sleepers form the
+                    // bottom run, so that is the next of them, if any
+                    // (`model::the_second_mark_is_not_overtaken_after_the_first_hand_off`,
+                    // and `..._below_an_unmarked_sleeper_...` for judging
+                    // the next oldest rather than the top).
                     let mut still = hand_over && starves(newer);
                     if P::FAULT == Fault::HandOffEndsStarving {
                         still = false;
