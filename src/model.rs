@@ -427,6 +427,35 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
         });
     }
 
+    /// Appends `digit` to the data, read as the order in which the threads
+    /// held the lock; the caller holds the lock.
+    fn append_locked(&self, digit: usize) {
+        self.data.with_mut(|p| {
+            // SAFETY: the caller holds the lock.
+            unsafe { *p = *p * 10 + digit }
+        });
+    }
+
+    /// Locks, appends `digit` and unlocks.
+    fn turn(&self, digit: usize) {
+        self.lock.lock();
+        self.append_locked(digit);
+        // SAFETY: locked just above.
+        unsafe { self.lock.unlock() };
+    }
+
+    /// A barging acquisition: if `try_lock` takes the lock, appends 9 and
+    /// unlocks. Returns whether it took the lock.
+    fn barge(&self) -> bool {
+        let took = self.lock.try_lock();
+        if took {
+            self.append_locked(9);
+            // SAFETY: try_lock succeeded.
+            unsafe { self.lock.unlock() };
+        }
+        took
+    }
+
     /// The state word, as an address with the flags.
     fn word(&self) -> usize {
         let w: *mut Node<Loom<F, S, M, R>> = self.lock.state.load(Relaxed);
@@ -1015,19 +1044,10 @@ fn mark_leaves_from_above_a_mark<const F: u8>(bound: Bound) -> Seen {
     explore(bound, move || {
         let g = Guarded::<F, 0, 0, 5>::new();
         let left = Gate::new();
-        let append = move |digit: usize| {
-            g.data.with_mut(|p| {
-                // SAFETY: the caller holds the lock.
-                unsafe { *p = *p * 10 + digit }
-            });
-        };
         g.lock.lock();
         let a = thread::spawn(move || {
             allow_my_timeouts(1, None);
-            g.lock.lock();
-            append(1);
-            // SAFETY: locked just above.
-            unsafe { g.lock.unlock() };
+            g.turn(1);
         });
         g.wait_for(|w| w & STARVING != 0);
         let t = thread::spawn(move || {
@@ -1046,11 +1066,7 @@ fn mark_leaves_from_above_a_mark<const F: u8>(bound: Bound) -> Seen {
         assert_ne!(g.word() & STARVING, 0, "a marked sleeper was left without starvation mode");
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
-        if g.lock.try_lock() {
-            append(9);
-            // SAFETY: try_lock succeeded.
-            unsafe { g.lock.unlock() };
-        } else {
+        if !g.barge() {
             BARGE_REFUSED.set(true);
         }
         a.join().unwrap();
@@ -1109,15 +1125,6 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let a_done = flag();
         let (a_gate, b_gate) = (Gate::new(), Gate::new());
-        let turn = move |digit: usize| {
-            g.lock.lock();
-            g.data.with_mut(|p| {
-                // SAFETY: loom checks that the lock orders this access.
-                unsafe { *p = *p * 10 + digit }
-            });
-            // SAFETY: locked just above.
-            unsafe { g.lock.unlock() };
-        };
         g.lock.lock();
         let mut handles = vec![thread::spawn(move || {
             allow_my_timeouts(1, None);
@@ -1126,14 +1133,14 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
                 // is not a hand-off (there is none while `b` is marked).
                 hold_thread_at_event(Event::ReleasedToServe, a_gate);
             }
-            turn(1);
+            g.turn(1);
             a_done.store(true, Relaxed);
         })];
         // Until `a` has marked itself and set STARVING.
         g.wait_for(|w| w & STARVING != 0);
         if between {
             let below = g.word() & !FLAGS;
-            handles.push(thread::spawn(move || turn(3)));
+            handles.push(thread::spawn(move || g.turn(3)));
             g.wait_for(|w| w & !FLAGS != below);
         }
         handles.push(thread::spawn(move || {
@@ -1142,7 +1149,7 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
                 // Its sleep after its mark is untimed: held once woken.
                 hold_after_wake(b_gate);
             }
-            turn(2);
+            g.turn(2);
         }));
         // Until `b` has marked itself and given the stack back.
         while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
@@ -1158,14 +1165,7 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
             while !(a_done.load(Relaxed) || released(g.word())) {
                 thread::yield_now();
             }
-            if g.lock.try_lock() {
-                g.data.with_mut(|p| {
-                    // SAFETY: try_lock succeeded.
-                    unsafe { *p = *p * 10 + 9 }
-                });
-                // SAFETY: try_lock succeeded.
-                unsafe { g.lock.unlock() };
-            } else {
+            if !g.barge() {
                 BARGE_REFUSED.set(true);
             }
             a_gate.open();
@@ -1198,25 +1198,16 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
         let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let gate = Gate::new();
-        let turn = move |digit: usize| {
-            g.lock.lock();
-            g.data.with_mut(|p| {
-                // SAFETY: loom checks that the lock orders this access.
-                unsafe { *p = *p * 10 + digit }
-            });
-            // SAFETY: locked just above.
-            unsafe { g.lock.unlock() };
-        };
         g.lock.lock();
         let mut handles = vec![thread::spawn(move || {
             allow_my_timeouts(1, None);
-            turn(1);
+            g.turn(1);
         })];
         g.wait_for(|w| w & STARVING != 0);
         handles.push(thread::spawn(move || {
             allow_one_more_of_my_timeouts();
             hold_thread_at_event(Event::Starved, gate);
-            turn(2);
+            g.turn(2);
         }));
         while marks.load(Relaxed) < 2 {
             thread::yield_now();
@@ -1228,14 +1219,7 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
                 thread::yield_now();
             }
             for _ in 0..barges {
-                if g.lock.try_lock() {
-                    g.data.with_mut(|p| {
-                        // SAFETY: loom checks that the lock orders this access.
-                        unsafe { *p = *p * 10 + 9 }
-                    });
-                    // SAFETY: locked just above.
-                    unsafe { g.lock.unlock() };
-                }
+                g.barge();
             }
             gate.open();
         }));
