@@ -1112,8 +1112,9 @@ thread_local! {
 /// as a woken thread waiting for a CPU is), `a` is held at another if its
 /// unlock releases the lock to wake `b`, and the main thread, once `a` has
 /// unlocked or is held so, tries to barge in with `try_lock` (digit 9),
-/// then opens the gates; `c` may come before or after the main thread. `b` marked itself one mark after `a`, so the bound gives
-/// it at most m + 1 = 2 critical sections from its mark, the main
+/// then opens the gates; `c` may come before or after the main thread.
+/// `b` marked itself one mark after `a`, so the bound gives it at most
+/// m + 1 = 2 critical sections from its mark, the main
 /// thread's and `a`'s: the hand-off to `a` must keep starvation mode for
 /// `b`, judging the next oldest sleeper (not the newest, `c`), and the
 /// order must start with 12.
