@@ -26,7 +26,7 @@ use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard, Once, OnceLock, Poiso
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Rng, Watchdog};
+use common::{Rng, Watchdog, noticed};
 use lock_api::{GuardSend, Mutex, MutexGuard, RawMutex, RawMutexFair, RawMutexTimed};
 
 /// The longest a single `lock()` may wait, unless the environment says
@@ -162,6 +162,15 @@ impl std::fmt::Display for Report {
 }
 
 impl Report {
+    /// [`Report::check`] for a negative control: the report if it passes,
+    /// the errors and the report if not.
+    fn checked(self, bound: Duration) -> Result<Report, String> {
+        match self.check(bound) {
+            Ok(()) => Ok(self),
+            Err(e) => Err(format!("{e}\n{self}")),
+        }
+    }
+
     /// Every property the torture checks, with `bound` the longest allowed
     /// single wait, and the longest a timed attempt may return after its
     /// deadline.
@@ -534,10 +543,10 @@ unsafe impl RawMutexTimed for NoExclusion {
 #[test]
 #[cfg_attr(miri, ignore = "a deliberate data race")]
 fn negative_control_the_torture_catches_a_mutex_that_does_not_exclude() {
-    let report = torture::<NoExclusion>(8, Duration::from_millis(300), Duration::MAX);
-    let Err(e) = report.check(Duration::MAX) else {
-        panic!("overlapping sections must be noticed:\n{report}")
-    };
+    let e = noticed(Duration::from_secs(20), "overlapping sections", || {
+        let report = torture::<NoExclusion>(8, Duration::from_millis(300), Duration::MAX);
+        report.checked(Duration::MAX)
+    });
     assert!(e.contains("overlapped"), "{e}");
 }
 
@@ -734,7 +743,9 @@ unsafe impl RawMutexTimed for NoWaitTimeout {
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_the_torture_catches_an_early_timeout() {
     let bound = Duration::from_secs(2);
-    let report = torture::<NoWaitTimeout>(8, Duration::from_millis(300), bound);
-    let Err(e) = report.check(bound) else { panic!("early timeouts must be noticed:\n{report}") };
-    assert!(e.contains("before their deadline"), "{e}\n{report}");
+    let e = noticed(Duration::from_secs(20), "early timeouts", || {
+        let report = torture::<NoWaitTimeout>(8, Duration::from_millis(300), bound);
+        report.checked(bound)
+    });
+    assert!(e.contains("before their deadline"), "{e}");
 }

@@ -3,7 +3,9 @@
 //! small deterministic random number generator.
 //!
 //! It also re-runs a test binary's deliberately hung test in a child
-//! process, for the negative controls that show the watchdog fires.
+//! process, for the negative controls that show the watchdog fires, and
+//! repeats a negative control whose broken mutex shows only when a race
+//! lands.
 //!
 //! The integration tests use this file as `mod common;`; the crate's unit
 //! tests include it too (`src/tests.rs`), so there is one copy of each.
@@ -155,6 +157,35 @@ pub fn run_hung_child(child: &str, var: &str, what: &str) -> Option<String> {
     };
     assert!(!out.status.success(), "{what} passed: {out:?}");
     Some(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs a negative control's check again and again until it reports an
+/// error, and returns that error; panics with `what` if no run has reported
+/// one once `budget` has passed (the check runs at least once).
+///
+/// Some broken mutexes fail a check only when a race lands. A timed lock
+/// that does not exclude overlaps the holder's section only if its thread
+/// runs while the holder is paused, and on a loaded machine the scheduler
+/// can keep every round of one run apart, for as long as the load lasts. A
+/// run that noticed nothing proves nothing either way, so it is repeated;
+/// a check that never notices the broken mutex still fails the control.
+pub fn noticed<T: std::fmt::Display>(
+    budget: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> String {
+    let start = Instant::now();
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        match check() {
+            Err(e) => return e,
+            Ok(report) => eprintln!("run {runs} did not notice {what}: {report}"),
+        }
+        if start.elapsed() >= budget {
+            panic!("{what} was not noticed in {runs} runs over {:?}", start.elapsed());
+        }
+    }
 }
 
 /// xorshift64*: deterministic per seed, good enough to pick test actions.
