@@ -1582,10 +1582,9 @@ fn negative_control_timeouts_honoured_catches_a_timed_lock_that_does_not_exclude
     if skip_deliberate_race() {
         return;
     }
-    let e = noticed(RACE_BUDGET, "a timed attempt that takes a held mutex", || {
+    noticed(RACE_BUDGET, &["took a held mutex"], || {
         timeouts_honoured::<TimedNoExclusion>(1, &TIMEOUTS[..2], Duration::ZERO, SLACK_BOUND)
     });
-    assert!(e.contains("took a held mutex"), "{e}");
 }
 
 #[test]
@@ -1606,11 +1605,12 @@ fn negative_control_zero_and_past_catch_a_leaked_lock() {
 #[test]
 fn negative_control_huge_timeouts_catch_an_overflow_taken_for_the_past() {
     // The same hold as the run it checks: with a short one, a slow machine
-    // (an emulator) may reach the first attempt after the holder let go.
+    // (an emulator) may reach the first attempt after the holder let go,
+    // and a loaded one still may, so a run that did is repeated.
     let hold = if cfg!(miri) { Duration::from_millis(1) } else { Duration::from_millis(50) };
-    let e = huge_timeouts_wait_like_lock::<OverflowIsPast>(hold)
-        .expect_err("a huge timeout that returns None must be noticed");
-    assert!(e.contains("try_lock_for(18446744073709551615.999999999s) returned None"), "{e}");
+    noticed(RACE_BUDGET, &["try_lock_for(18446744073709551615.999999999s) returned None"], || {
+        huge_timeouts_wait_like_lock::<OverflowIsPast>(hold).map(|made| made.join(", "))
+    });
 }
 
 #[test]
@@ -1619,10 +1619,9 @@ fn negative_control_mass_timeouts_catch_a_timed_lock_that_does_not_exclude() {
     if skip_deliberate_race() {
         return;
     }
-    let e = noticed(RACE_BUDGET, "overlapping sections", || {
+    let e = noticed(RACE_BUDGET, &["overlapped", "lost updates"], || {
         mass_timeouts::<TimedNoExclusion>(8, run_for(0.2))
     });
-    assert!(e.contains("overlapped") || e.contains("lost updates"), "{e}");
     assert!(e.contains("no timed attempt timed out"), "{e}");
 }
 
@@ -1638,18 +1637,16 @@ fn negative_control_mass_timeouts_catch_a_timed_lock_that_never_succeeds() {
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_mass_timeouts_catch_an_early_timeout() {
     let threads = if cfg!(miri) { 2 } else { 8 };
-    let e = noticed(RACE_BUDGET, "early timeouts", || {
+    noticed(RACE_BUDGET, &["before their deadline"], || {
         mass_timeouts::<NoWaitTimeout>(threads, run_for(0.2))
     });
-    assert!(e.contains("before their deadline"), "{e}");
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_near_deadline_catches_an_early_timeout() {
     let rounds = if cfg!(miri) { 3 } else { 20 };
-    let e = noticed(RACE_BUDGET, "early timeouts", || near_deadline::<NoWaitTimeout>(rounds));
-    assert!(e.contains("before their deadline"), "{e}");
+    noticed(RACE_BUDGET, &["before their deadline"], || near_deadline::<NoWaitTimeout>(rounds));
 }
 
 #[test]
@@ -1658,8 +1655,7 @@ fn negative_control_near_deadline_catches_a_timed_lock_that_does_not_exclude() {
     if skip_deliberate_race() {
         return;
     }
-    let e = noticed(RACE_BUDGET, "overlaps", || near_deadline::<TimedNoExclusion>(20));
-    assert!(e.contains("overlapped") || e.contains("lost updates"), "{e}");
+    noticed(RACE_BUDGET, &["overlapped", "lost updates"], || near_deadline::<TimedNoExclusion>(20));
 }
 
 #[test]
@@ -1676,17 +1672,18 @@ fn negative_control_mixed_catches_a_timed_lock_that_does_not_exclude() {
     if skip_deliberate_race() {
         return;
     }
-    let e = noticed(RACE_BUDGET, "overlaps", || mixed::<TimedNoExclusion>(4, run_for(0.3)));
-    assert!(e.contains("overlapped") || e.contains("lost updates"), "{e}");
+    noticed(RACE_BUDGET, &["overlapped", "lost updates"], || {
+        mixed::<TimedNoExclusion>(4, run_for(0.3))
+    });
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_mixed_catches_an_early_timeout() {
     let threads = if cfg!(miri) { 2 } else { 4 };
-    let e =
-        noticed(RACE_BUDGET, "early timeouts", || mixed::<NoWaitTimeout>(threads, run_for(0.3)));
-    assert!(e.contains("before their deadline"), "{e}");
+    noticed(RACE_BUDGET, &["before their deadline"], || {
+        mixed::<NoWaitTimeout>(threads, run_for(0.3))
+    });
 }
 
 #[test]
@@ -1696,17 +1693,9 @@ fn negative_control_the_storm_catches_a_wait_restarted_after_a_signal() {
     let _one = signals::ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // A wait is stretched only while signals keep coming faster than its
     // timeout; a machine that deschedules the sender breaks the chain.
-    let e = noticed(
-        RACE_BUDGET,
-        "a wait restarted after a signal and stretched past the bound",
-        || {
-            signals::storm::<RestartsOnSignal>(
-                Duration::from_millis(700),
-                Duration::from_millis(300),
-            )
-        },
-    );
-    assert!(e.contains("stretched"), "{e}");
+    noticed(RACE_BUDGET, &["stretched"], || {
+        signals::storm::<RestartsOnSignal>(Duration::from_millis(700), Duration::from_millis(300))
+    });
 }
 
 #[test]
@@ -1714,10 +1703,9 @@ fn negative_control_the_storm_catches_a_wait_restarted_after_a_signal() {
 #[cfg_attr(miri, ignore = "Miri does not support signal handlers")]
 fn negative_control_the_storm_catches_an_early_timeout() {
     let _one = signals::ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let e = noticed(RACE_BUDGET, "early timeouts", || {
+    noticed(RACE_BUDGET, &["before their deadline"], || {
         signals::storm::<NoWaitTimeout>(Duration::from_millis(300), SLACK_BOUND)
     });
-    assert!(e.contains("before their deadline"), "{e}");
 }
 
 /// The variable that makes [`leaking_timeout_child`] run.

@@ -543,11 +543,10 @@ unsafe impl RawMutexTimed for NoExclusion {
 #[test]
 #[cfg_attr(miri, ignore = "a deliberate data race")]
 fn negative_control_the_torture_catches_a_mutex_that_does_not_exclude() {
-    let e = noticed(Duration::from_secs(20), "overlapping sections", || {
+    noticed(Duration::from_secs(20), &["overlapped"], || {
         let report = torture::<NoExclusion>(8, Duration::from_millis(300), Duration::MAX);
         report.checked(Duration::MAX)
     });
-    assert!(e.contains("overlapped"), "{e}");
 }
 
 /// A mutex that starves one thread: the first thread to call `lock` gets in
@@ -743,9 +742,8 @@ unsafe impl RawMutexTimed for NoWaitTimeout {
 #[cfg_attr(miri, ignore = "Miri's clock stretches waits far past their timeout")]
 fn negative_control_the_torture_catches_an_early_timeout() {
     let bound = Duration::from_secs(2);
-    let e = noticed(Duration::from_secs(20), "early timeouts", || {
+    noticed(Duration::from_secs(20), &["before their deadline"], || {
         let report = torture::<NoWaitTimeout>(8, Duration::from_millis(300), bound);
         report.checked(bound)
     });
-    assert!(e.contains("before their deadline"), "{e}");
 }

@@ -1,12 +1,33 @@
 //! Portable parker: std's `thread::park`/`unpark`, for every OS without
 //! futexes (macOS, Windows, the BSDs), and tested on Linux too.
 
+#[cfg(test)]
+use core::cell::Cell;
 use core::cell::UnsafeCell;
+#[cfg(test)]
+use core::sync::atomic::AtomicU64;
 use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
 use super::Parker;
+
+#[cfg(test)]
+std::thread_local! {
+    /// Tests only: where this thread's parks count the park tokens they
+    /// took that were not their wake, so that a test can wait for that to
+    /// happen instead of sleeping a guessed time.
+    pub(crate) static FOREIGN_TOKENS: Cell<Option<&'static AtomicU64>> = const { Cell::new(None) };
+}
+
+/// Notes that a park returned on a token that was not its wake (or
+/// spuriously); a no-op outside tests.
+fn took_a_foreign_token() {
+    #[cfg(test)]
+    if let Some(count) = FOREIGN_TOKENS.get() {
+        count.fetch_add(1, Relaxed);
+    }
+}
 
 const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
@@ -46,7 +67,10 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         let mut took_foreign = false;
         while !self.unparked() {
             thread::park();
-            took_foreign |= !self.unparked();
+            if !self.unparked() {
+                took_foreign = true;
+                took_a_foreign_token();
+            }
         }
         self.give_back_token(took_foreign && !LOSES_TOKENS);
     }
@@ -67,7 +91,10 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
                 break self.unparked();
             }
             thread::park_timeout(deadline - now);
-            took_foreign |= !self.unparked();
+            if !self.unparked() {
+                took_foreign = true;
+                took_a_foreign_token();
+            }
         };
         self.give_back_token(took_foreign && !LOSES_TOKENS);
         woken
