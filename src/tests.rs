@@ -2230,14 +2230,14 @@ fn starving_after_push<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>()
     (after, events)
 }
 
-/// Whether, in one of five tries, the waiter of `starving_after_push` set
+/// Whether, in one of twenty tries, the waiter of `starving_after_push` set
 /// STARVING within 400 µs of its push (a few µs natively; the margin is
 /// for emulators, sanitizers and a loaded machine) after it stopped
 /// yielding at its threshold, with what every try saw.
 fn starves_soon_after_push<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>()
 -> (bool, Vec<(Option<Duration>, Events)>) {
     let mut seen = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..20 {
         let (after, events) = starving_after_push::<P>();
         let soon = after.is_some_and(|d| d < Duration::from_micros(400));
         let yields = events.get(Event::Yielded) + events.get(Event::YieldedAgain);

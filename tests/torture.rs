@@ -104,6 +104,9 @@ fn delay(rng: &mut Rng, sleep_one_in: u64) {
 #[derive(Debug, Default)]
 struct Report {
     threads: usize,
+    /// When the run began, in `epoch_ns()` time: after it waited for any
+    /// other run to end (`run_alone`). Its deadline is `duration` later.
+    began_ns: u64,
     elapsed: Duration,
     locks: u64,
     try_locks: u64,
@@ -266,6 +269,7 @@ fn torture<R: Tortured>(threads: usize, duration: Duration, bound: Duration) -> 
     // or 0 if it is not waiting.
     let waiting: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let stop = AtomicBool::new(false);
+    let began_ns = epoch_ns();
     let start = Instant::now();
     thread::scope(|s| {
         for (id, waiting) in waiting.iter().enumerate() {
@@ -300,6 +304,7 @@ fn torture<R: Tortured>(threads: usize, duration: Duration, bound: Duration) -> 
     let p = m.into_inner();
     Report {
         threads,
+        began_ns,
         elapsed,
         locks: t.locks.into_inner(),
         try_locks: t.try_locks.into_inner(),
@@ -670,11 +675,10 @@ fn negative_control_the_torture_catches_a_starved_thread() {
     let (duration, bound) = (Duration::from_millis(100), Duration::from_millis(500));
     for _ in 0..10 {
         VICTIM_FIRST_LOCK.store(u64::MAX, Relaxed);
-        // The run's deadline is at least `duration` after this.
-        let began = epoch_ns();
         let report = torture::<StarvesOne>(8, duration, bound);
         let first = VICTIM_FIRST_LOCK.load(Relaxed);
-        if first < began + duration.as_nanos() as u64 {
+        // The run's deadline is at least `duration` after it began.
+        if first < report.began_ns + duration.as_nanos() as u64 {
             let Err(e) = report.check(bound) else {
                 panic!("the starved thread must be noticed:\n{report}")
             };
