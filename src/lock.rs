@@ -54,13 +54,6 @@ const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed 
 /// only to measure what the release CAS costs.
 const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
 
-/// The measurement build `spinbit_blind_unlock` (`benches/ab.sh`): `unlock`
-/// first tries to release with a CAS from the word "locked, nothing else",
-/// without loading the word first, and goes out of line with the value that
-/// CAS found if the word held more (a spinner, sleepers): the CAS unlock of
-/// 1173984 again, on today's unlock, to measure the uncontended cells.
-const BLIND_UNLOCK: bool = cfg!(spinbit_blind_unlock);
-
 /// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
 /// thread that a wake popped in its `lock` call and that pushes itself back
 /// as the only sleeper, with nobody spinning, sleeps without its
@@ -323,40 +316,10 @@ impl<P: Platform> Lock<P> {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
-        if BLIND_UNLOCK {
-            // Release: publishes the critical section to the next acquirer.
-            // Relaxed on failure: `unlock_from` decides again from the value.
-            let locked = ptr::without_provenance_mut(LOCKED);
-            match self.state.compare_exchange(locked, ptr::null_mut(), UNLOCK_ORDER, Relaxed) {
-                Ok(_) => return,
-                // SAFETY: forwarded from the caller.
-                Err(s) => return unsafe { self.unlock_contended(s) },
-            }
-        }
         // Relaxed: the release below is a CAS from this very value; the CAS,
         // not this load, orders the critical section before the next
         // acquirer.
         let s = self.state.load(Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { self.unlock_from(s) }
-    }
-
-    /// `unlock` out of line, from a word `s` that was not just LOCKED.
-    ///
-    /// # Safety
-    /// As `unlock_from`.
-    #[inline(never)]
-    unsafe fn unlock_contended(&self, s: *mut Node<P>) {
-        // SAFETY: forwarded from the caller.
-        unsafe { self.unlock_from(s) }
-    }
-
-    /// `unlock` from the word `s`, read while the caller held the lock.
-    ///
-    /// # Safety
-    /// The lock must be held by the caller's context.
-    #[inline(always)]
-    unsafe fn unlock_from(&self, s: *mut Node<P>) {
         // Before the release: on an unlocked word it would borrow from the
         // address bits.
         debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
