@@ -254,7 +254,7 @@ unsafe fn start_clock<P: Platform>(node: &Node<P>, clocked: &mut bool) {
     if !*clocked {
         *clocked = true;
         // SAFETY: forwarded from the caller.
-        unsafe { node.since.set(P::now()) };
+        unsafe { node.since.set(P::clock()) };
     }
 }
 
@@ -645,7 +645,7 @@ impl<P: Platform> Lock<P> {
                 if !slept && s.addr() & BACKLOG != 0 {
                     // Our first push finds sleepers backed up: the clock
                     // starts now (see `start_clock`).
-                    node.since.set(P::now());
+                    node.since.set(P::clock());
                     clocked = true;
                 } else {
                     start_clock(&node, &mut clocked);
@@ -1298,8 +1298,12 @@ impl<P: Platform> Lock<P> {
         };
         P::record(Event::Look);
         // SAFETY: we own the stack and it is not empty.
-        let (starving, backlog) =
-            unsafe { (starves(find_tail(head(s))), backed_up_after_a_wake(head(s))) };
+        let (starving, backlog) = unsafe {
+            let tail = find_tail(head(s));
+            // Judged: the oldest (`model::a_look_judges_the_oldest_sleeper`).
+            let judged = if P::FAULT == Fault::LookJudgesTop { head(s) } else { tail };
+            (starves(judged), backed_up_after_a_wake(head(s)))
+        };
         loop {
             let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
                 | if starving { STARVING } else { 0 }
@@ -1530,7 +1534,11 @@ impl<P: Platform> Lock<P> {
     /// word, the stack is not empty, and we do not hold LOCKED.
     unsafe fn serve(&self, mut s: *mut Node<P>) {
         // SAFETY: we own the stack and it is not empty.
-        if s.addr() & STARVING == 0 && !unsafe { starves(find_tail(head(s))) } {
+        let tail = unsafe { find_tail(head(s)) };
+        // Judged: the oldest (`model::a_wake_judges_the_oldest_sleeper`).
+        let judged = if P::FAULT == Fault::ServeJudgesTop { head(s) } else { tail };
+        // SAFETY: as above; `judged` is linked.
+        if s.addr() & STARVING == 0 && !unsafe { starves(judged) } {
             // We have committed to waking one waiter. Its wake is what keeps
             // the rest of the stack from being forgotten: the woken thread
             // takes the lock (and its unlock looks at the stack) or sleeps
@@ -1564,7 +1572,11 @@ impl<P: Platform> Lock<P> {
                 }
             } else {
                 // Release: our `prev`/`tail` edits, for the next owner.
-                let new = s.map_addr(|a| (a | STARVING) & !STACK_LOCKED);
+                // STARVING: the holder's unlock hands the lock over
+                // (`model::a_wake_that_finds_the_lock_taken_sets_starvation_mode`).
+                let starving =
+                    if P::FAULT == Fault::ServeGivesBackWithoutStarving { 0 } else { STARVING };
+                let new = s.map_addr(|a| (a | starving) & !STACK_LOCKED);
                 match self.state.compare_exchange(s, new, Release, Relaxed) {
                     Ok(_) => {
                         P::record(Event::StarvingSet);

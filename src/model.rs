@@ -45,6 +45,22 @@ impl Seen {
     fn of(&self, e: Event) -> usize {
         self.events[e as usize]
     }
+
+    /// The events seen so far in this model.
+    fn now() -> Seen {
+        SEEN.with(|s| *s.borrow())
+    }
+
+    /// The events seen since `before`: of this execution, if `before` was
+    /// taken at its start.
+    fn since(&self, before: &Seen) -> Seen {
+        let mut d = *self;
+        for (e, b) in d.events.iter_mut().zip(before.events) {
+            *e -= b;
+        }
+        d.spurious -= before.spurious;
+        d
+    }
 }
 
 /// A gate that one thread waits at until the model opens it. Blocking, not
@@ -116,6 +132,17 @@ struct Steer {
     /// The timeout thread's way through a starvation deadline that found
     /// it popped (`popped_starver_state`).
     popped_starver: PoppedStarver,
+    /// How many starvation clocks started in this execution (the last
+    /// `Platform::clock` value handed out).
+    clocks: u64,
+    /// The thread whose looks are counted (`count_my_looks`), and whether
+    /// its last event was a look (`Event::Look`).
+    looker: Option<thread::ThreadId>,
+    in_look: bool,
+    /// Its looks, and those that set STARVING (`Event::StarvingSet` right
+    /// after the look's `Event::Look`).
+    looks: usize,
+    looks_that_starved: usize,
 }
 
 /// Where the timeout thread is after a starvation deadline that found it
@@ -146,6 +173,13 @@ pub(crate) fn record(event: Event) {
     SEEN.with(|s| s.borrow_mut().events[event as usize] += 1);
     STEER.with(|s| {
         let mut s = s.borrow_mut();
+        if s.looker == Some(thread::current().id()) {
+            let look = event as usize == Event::Look as usize;
+            let starved = event as usize == Event::StarvingSet as usize;
+            s.looks_that_starved += usize::from(s.in_look && starved);
+            s.looks += usize::from(look);
+            s.in_look = look;
+        }
         if s.timeout_thread == Some(thread::current().id()) {
             use PoppedStarver::*;
             s.popped_starver = match (s.popped_starver, event) {
@@ -210,13 +244,38 @@ pub(crate) fn note_sleep(timed: bool) {
     });
 }
 
+/// The loom platform's `clock`: 1 for the first starvation clock started
+/// in the execution, 2 for the next, and so on.
+pub(crate) fn next_clock() -> u64 {
+    STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        s.clocks += 1;
+        s.clocks
+    })
+}
+
+/// Counts the current thread's looks in this execution (`my_looks`).
+fn count_my_looks() {
+    STEER.with(|s| s.borrow_mut().looker = Some(thread::current().id()));
+}
+
+/// The looks of the thread that `count_my_looks`, and how many of them set
+/// STARVING.
+fn my_looks() -> (usize, usize) {
+    STEER.with(|s| {
+        let s = s.borrow();
+        (s.looks, s.looks_that_starved)
+    })
+}
+
 pub(crate) fn record_spurious() {
     SEEN.with(|s| s.borrow_mut().spurious += 1);
 }
 
 /// The loom platform's starvation judgement under rule `rule` (see
-/// `platform::loom::Loom`).
-pub(crate) fn starving(rule: u8) -> bool {
+/// `platform::loom::Loom`) of a sleeper whose clock started at `since`
+/// (`Platform::clock`).
+pub(crate) fn starving(rule: u8, since: u64) -> bool {
     let first = STEER.with(|s| {
         let mut s = s.borrow_mut();
         s.judgements += 1;
@@ -240,6 +299,7 @@ pub(crate) fn starving(rule: u8) -> bool {
             }
             true
         }
+        6 => since == 1,
         _ => false,
     }
 }
@@ -664,6 +724,157 @@ fn starvation_mode_entered_and_left() {
     let seen = exclusion::<0, 0, 0, 3>(3, 1, bound(2, 3));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::StarvingCleared) > 0, "{seen:?}");
     assert!(seen.of(Event::Look) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+/// Rule 6 (the sleepers judged by age, only the oldest starving): the main
+/// thread holds the lock while two waiters go to sleep one after the
+/// other, `a` (turn 1, the oldest: its clock started first) and then `b`
+/// (turn 2) on top of it. Returns the lock, still held, and the sleepers.
+fn two_sleepers_by_age<const F: u8>() -> (&'static Guarded<F, 0, 0, 6>, [thread::JoinHandle<()>; 2])
+{
+    let g = Guarded::<F, 0, 0, 6>::new();
+    g.lock.lock();
+    let a = thread::spawn(move || g.turn(1));
+    g.wait_for(|w| w & !FLAGS != 0);
+    let oldest = g.word() & !FLAGS;
+    let b = thread::spawn(move || g.turn(2));
+    g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+    (g, [a, b])
+}
+
+/// Two sleepers by age (`two_sleepers_by_age`); a third thread takes
+/// SPINNING and waits at a gate before its spin, the main thread unlocks
+/// (no wake: the spinner takes it) and opens the gate. If the spinner then
+/// takes the lock by spinning (its one look at the word may be stale: the
+/// gate orders nothing), its look must judge the oldest sleeper, starving,
+/// not the newest, and set STARVING.
+fn look_by_age<const F: u8>(bound: Bound) -> Seen {
+    SPINNER_LOOKED.set(false);
+    let seen = explore(bound, || {
+        let before = Seen::now();
+        let (g, sleepers) = two_sleepers_by_age::<F>();
+        let gate = Gate::new();
+        let spinner = thread::spawn(move || {
+            count_my_looks();
+            hold_thread_at_event(Event::Spun, gate);
+            g.turn(3);
+        });
+        g.wait_for(|w| w & SPINNING != 0);
+        // SAFETY: locked in `two_sleepers_by_age`.
+        unsafe { g.lock.unlock() };
+        gate.open();
+        spinner.join().unwrap();
+        sleepers.into_iter().for_each(|h| h.join().unwrap());
+        let seen = Seen::now().since(&before);
+        let (looks, starved) = my_looks();
+        assert_eq!(looks, starved, "the look did not find the oldest sleeper starving: {seen:?}");
+        if looks > 0 {
+            SPINNER_LOOKED.set(true);
+            assert_eq!(g.value(), 312);
+        }
+    });
+    assert!(SPINNER_LOOKED.get(), "the spinner never took the lock by spinning: {seen:?}");
+    seen
+}
+
+thread_local! {
+    /// Whether the spinner of `look_by_age` looked in any execution.
+    static SPINNER_LOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+#[test]
+fn a_look_judges_the_oldest_sleeper() {
+    // Bound 3: 189 s (release); the deeper run keeps bound 2 (14 s).
+    let seen = look_by_age::<0>(bound(1, 2));
+    assert!(seen.of(Event::Look) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "the look did not find the oldest sleeper starving")]
+fn broken_look_judges_the_newest_sleeper() {
+    look_by_age::<33>(bound(1, 1));
+}
+
+/// Two sleepers by age (`two_sleepers_by_age`), and the main thread
+/// unlocks: its wake must judge the oldest sleeper, starving, and take the
+/// lock back to hand it over, not wake it to compete.
+fn wake_by_age<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let before = Seen::now();
+        let (g, sleepers) = two_sleepers_by_age::<F>();
+        // SAFETY: locked in `two_sleepers_by_age`.
+        unsafe { g.lock.unlock() };
+        sleepers.into_iter().for_each(|h| h.join().unwrap());
+        let seen = Seen::now().since(&before);
+        assert_eq!(
+            seen.of(Event::Retake),
+            1,
+            "the wake did not take the lock back for the oldest sleeper: {seen:?}"
+        );
+        assert_eq!(g.value(), 12);
+    })
+}
+
+#[test]
+fn a_wake_judges_the_oldest_sleeper() {
+    let seen = wake_by_age::<0>(bound(2, 3));
+    assert!(seen.of(Event::ReleasedToServe) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "the wake did not take the lock back for the oldest sleeper")]
+fn broken_wake_judges_the_newest_sleeper() {
+    wake_by_age::<34>(bound(1, 1));
+}
+
+/// Rule 6, one sleeper (the oldest, so starving). The main thread unlocks
+/// and waits at a gate once its release has taken the stack; another
+/// thread takes the lock with `try_lock`, opens the gate, and unlocks once
+/// the stack is given back. The wake, finding the lock taken, must set
+/// STARVING, so that the barger's unlock hands the lock over, without
+/// another wake that takes it back.
+fn wake_finds_the_lock_taken<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let before = Seen::now();
+        let g = Guarded::<F, 0, 0, 6>::new();
+        g.lock.lock();
+        let sleeper = thread::spawn(move || g.turn(1));
+        g.wait_for(|w| w & !FLAGS != 0);
+        let gate = Gate::new();
+        let barger = thread::spawn(move || {
+            g.wait_for(|w| w & LOCKED == 0 && w & STACK_LOCKED != 0);
+            assert!(g.lock.try_lock(), "the lock was not free for the barger");
+            g.append_locked(9);
+            gate.open();
+            g.wait_for(|w| w & STACK_LOCKED == 0);
+            // SAFETY: try_lock succeeded.
+            unsafe { g.lock.unlock() };
+        });
+        hold_thread_at_event(Event::ReleasedToServe, gate);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        barger.join().unwrap();
+        sleeper.join().unwrap();
+        let seen = Seen::now().since(&before);
+        assert_eq!(
+            seen.of(Event::Retake),
+            0,
+            "the barger's unlock did not hand the lock over: {seen:?}"
+        );
+        assert_eq!(g.value(), 91);
+    })
+}
+
+#[test]
+fn a_wake_that_finds_the_lock_taken_sets_starvation_mode() {
+    let seen = wake_finds_the_lock_taken::<0>(bound(2, 3));
+    assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "the barger's unlock did not hand the lock over")]
+fn broken_wake_that_finds_the_lock_taken_gives_the_stack_back_without_starvation_mode() {
+    wake_finds_the_lock_taken::<35>(bound(1, 1));
 }
 
 /// Sleepers that judge themselves (rule 5): the main thread holds the lock

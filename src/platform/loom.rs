@@ -68,7 +68,10 @@ pub(crate) const fn fault(n: u8) -> Fault {
         29 => Fault::HandOffEndsStarving,
         30 => Fault::HandOffJudgesTop,
         31 => Fault::LeaveFromTopEndsStarving,
-        _ => Fault::StarvingEndedReleasesWithoutWake,
+        32 => Fault::StarvingEndedReleasesWithoutWake,
+        33 => Fault::LookJudgesTop,
+        34 => Fault::ServeJudgesTop,
+        _ => Fault::ServeGivesBackWithoutStarving,
     }
 }
 
@@ -84,7 +87,9 @@ pub(crate) const fn fault(n: u8) -> Fault {
 /// model lets it go on, to steer a race without spending preemptions; 5, no
 /// looks and no judgement by age: sleepers judge themselves, their sleep
 /// ending at the starvation deadline while the execution's timeout budget
-/// lasts (`crate::model::take_timeout`).
+/// lasts (`crate::model::take_timeout`); 6, as 1, but only the waiter
+/// whose starvation clock started first in the execution starves: the
+/// others are judged younger (`Platform::clock`).
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
@@ -116,6 +121,9 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn now() -> u64 {
         0
     }
+    fn clock() -> u64 {
+        crate::model::next_clock()
+    }
     fn spin_deadline() -> (u64, u64) {
         (0, 0)
     }
@@ -129,8 +137,8 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn look_due(_now: u64) -> bool {
         FAIR != 0 && FAIR != 5
     }
-    fn starving(_since: u64) -> bool {
-        crate::model::starving(FAIR)
+    fn starving(since: u64) -> bool {
+        crate::model::starving(FAIR, since)
     }
     fn starve_deadline(_since: u64, _backed_up: bool) -> Option<ModelDeadline> {
         if FAIR != 5 {

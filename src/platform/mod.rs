@@ -150,6 +150,15 @@ pub(crate) enum Fault {
     /// An unlock in starvation mode that finds the mode ended releases the
     /// lock without the wake its release may owe.
     StarvingEndedReleasesWithoutWake,
+    /// A holder's look judges the newest sleeper's age, not the oldest's.
+    LookJudgesTop,
+    /// A stack owner about to wake a sleeper judges the newest sleeper's
+    /// age, not the oldest's: it wakes the oldest instead of handing it the
+    /// lock.
+    ServeJudgesTop,
+    /// A stack owner that judged the oldest sleeper starving but found the
+    /// lock taken gives the stack back without setting STARVING.
+    ServeGivesBackWithoutStarving,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -268,6 +277,14 @@ pub(crate) trait Platform: Sized + 'static {
     fn wait_for_stack(waits: &mut u32);
     /// The current tick count.
     fn now() -> u64;
+    /// The start of a waiter's starvation clock (`Node::since`): `now`,
+    /// except in the loom platform, whose `now` is always 0 and whose
+    /// clocks are numbered in the order they start, so that the models can
+    /// judge sleepers by age.
+    #[inline(always)]
+    fn clock() -> u64 {
+        Self::now()
+    }
     /// The current tick count, and the one at which a spin that starts now
     /// must stop.
     fn spin_deadline() -> (u64, u64);
