@@ -258,6 +258,21 @@ unsafe fn start_clock<P: Platform>(node: &Node<P>, clocked: &mut bool) {
     }
 }
 
+/// The oldest sleeper of the stack whose top is `top` (`find_tail`), whose
+/// age the looks and wakes judge; the newest (`top`) with the test builds'
+/// `broken` fault, the negative control of the model that checks the
+/// judgement (`model::a_look_judges_the_oldest_sleeper`,
+/// `model::a_wake_judges_the_oldest_sleeper`).
+///
+/// # Safety
+/// As for `find_tail`.
+#[inline(always)]
+unsafe fn oldest<P: Platform>(top: *mut Node<P>, broken: Fault) -> *mut Node<P> {
+    // SAFETY: forwarded from the caller.
+    let tail = unsafe { find_tail(top) };
+    if P::FAULT == broken { top } else { tail }
+}
+
 /// Whether `node` starves: it marked itself so when its timed sleep ran
 /// out (see `Lock::starve`), or the platform judges its wait too long.
 ///
@@ -275,6 +290,13 @@ pub(crate) struct Lock<P: Platform> {
 }
 
 impl<P: Platform> Lock<P> {
+    /// The flag that `serve` sets when it finds the lock taken: STARVING,
+    /// or nothing with the test builds' fault
+    /// `ServeGivesBackWithoutStarving` (a constant, so that the release
+    /// build's code is exactly as without the fault).
+    const SERVE_STARVING: usize =
+        if matches!(P::FAULT, Fault::ServeGivesBackWithoutStarving) { 0 } else { STARVING };
+
     /// Takes the lock if it is free. One RMW, whatever the other bits hold:
     /// a barging acquisition leaves waiters and spinner as they are. In
     /// starvation mode LOCKED is never clear, so it fails.
@@ -1299,10 +1321,7 @@ impl<P: Platform> Lock<P> {
         P::record(Event::Look);
         // SAFETY: we own the stack and it is not empty.
         let (starving, backlog) = unsafe {
-            let tail = find_tail(head(s));
-            // Judged: the oldest (`model::a_look_judges_the_oldest_sleeper`).
-            let judged = if P::FAULT == Fault::LookJudgesTop { head(s) } else { tail };
-            (starves(judged), backed_up_after_a_wake(head(s)))
+            (starves(oldest(head(s), Fault::LookJudgesTop)), backed_up_after_a_wake(head(s)))
         };
         loop {
             let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
@@ -1534,11 +1553,7 @@ impl<P: Platform> Lock<P> {
     /// word, the stack is not empty, and we do not hold LOCKED.
     unsafe fn serve(&self, mut s: *mut Node<P>) {
         // SAFETY: we own the stack and it is not empty.
-        let tail = unsafe { find_tail(head(s)) };
-        // Judged: the oldest (`model::a_wake_judges_the_oldest_sleeper`).
-        let judged = if P::FAULT == Fault::ServeJudgesTop { head(s) } else { tail };
-        // SAFETY: as above; `judged` is linked.
-        if s.addr() & STARVING == 0 && !unsafe { starves(judged) } {
+        if s.addr() & STARVING == 0 && !unsafe { starves(oldest(head(s), Fault::ServeJudgesTop)) } {
             // We have committed to waking one waiter. Its wake is what keeps
             // the rest of the stack from being forgotten: the woken thread
             // takes the lock (and its unlock looks at the stack) or sleeps
@@ -1574,9 +1589,7 @@ impl<P: Platform> Lock<P> {
                 // Release: our `prev`/`tail` edits, for the next owner.
                 // STARVING: the holder's unlock hands the lock over
                 // (`model::a_wake_that_finds_the_lock_taken_sets_starvation_mode`).
-                let starving =
-                    if P::FAULT == Fault::ServeGivesBackWithoutStarving { 0 } else { STARVING };
-                let new = s.map_addr(|a| (a | starving) & !STACK_LOCKED);
+                let new = s.map_addr(|a| (a | Self::SERVE_STARVING) & !STACK_LOCKED);
                 match self.state.compare_exchange(s, new, Release, Relaxed) {
                     Ok(_) => {
                         P::record(Event::StarvingSet);
