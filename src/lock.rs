@@ -1765,8 +1765,17 @@ impl<P: Platform> Lock<P> {
                         still = hand_over && starves(top);
                     }
                     let backlog = left > P::backlog_sleepers();
+                    let first = release::<P>(s, hand_over, still, backlog);
                     loop {
-                        let new = with_flags(s, release::<P>(s, hand_over, still, backlog));
+                        // The flags of the word as it is now: the CAS may
+                        // have failed because a barger took the lock
+                        // (`model::a_barger_takes_the_lock_while_a_wake_unlinks_the_oldest`).
+                        let f = if P::FAULT == Fault::PopMergesStaleFlags {
+                            first
+                        } else {
+                            release::<P>(s, hand_over, still, backlog)
+                        };
+                        let new = with_flags(s, f);
                         // Release: our link edits, for the next stack owner.
                         // Failure Relaxed: a retry only merges the flags.
                         match self.state.compare_exchange(s, new, unlink_order::<P>(), Relaxed) {

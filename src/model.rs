@@ -877,6 +877,65 @@ fn broken_wake_that_finds_the_lock_taken_gives_the_stack_back_without_starvation
     wake_finds_the_lock_taken::<35>(bound(1, 1));
 }
 
+/// Two sleepers, `a` (turn 1) below `b` (turn 2), FIFO wakes, nobody
+/// starving. The main thread unlocks and waits at a gate once its release
+/// has taken the stack to wake `a`; another thread takes the lock with
+/// `try_lock` (turn 9), opens the gate, and unlocks once the stack is given
+/// back (`a`, woken, is held until then). The wake's CAS that unlinks `a`
+/// then fails (the word has `LOCKED` now), and its retry must merge the
+/// flags of the word as it is: with those of its first attempt, it would
+/// clear the barger's `LOCKED`.
+fn barge_during_a_wake<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 0>::new();
+        let woken = Gate::new();
+        g.lock.lock();
+        let a = thread::spawn(move || {
+            hold_after_wake(woken);
+            g.turn(1);
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        let oldest = g.word() & !FLAGS;
+        let b = thread::spawn(move || g.turn(2));
+        g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+        let gate = Gate::new();
+        let barger = thread::spawn(move || {
+            g.wait_for(|w| w & LOCKED == 0 && w & STACK_LOCKED != 0);
+            assert!(g.lock.try_lock(), "the lock was not free for the barger");
+            g.append_locked(9);
+            gate.open();
+            g.wait_for(|w| w & STACK_LOCKED == 0);
+            assert!(g.word() & LOCKED != 0, "the barger's lock was released under it");
+            woken.open();
+            // SAFETY: try_lock succeeded.
+            unsafe { g.lock.unlock() };
+        });
+        hold_thread_at_event(Event::ReleasedToServe, gate);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        barger.join().unwrap();
+        a.join().unwrap();
+        b.join().unwrap();
+        // `a` may lose its wake's spin to the barger and push itself again
+        // on top of `b`, which is then the oldest.
+        let v = g.value();
+        assert!(v == 912 || v == 921, "{v}");
+    })
+}
+
+#[test]
+fn a_barger_takes_the_lock_while_a_wake_unlinks_the_oldest() {
+    // Bound 2: 233 s (release); bound 1: 5 s.
+    let seen = barge_during_a_wake::<0>(bound(0, 1));
+    assert!(seen.of(Event::ReleasedToServe) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "the barger's lock was released under it")]
+fn broken_wake_merges_the_flags_of_its_first_attempt() {
+    barge_during_a_wake::<36>(bound(0, 0));
+}
+
 /// Sleepers that judge themselves (rule 5): the main thread holds the lock
 /// while `early` waiters go to sleep one after the other, then lets one
 /// more (`late`) arrive. One sleep runs until its starvation deadline:

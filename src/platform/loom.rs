@@ -71,7 +71,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         32 => Fault::StarvingEndedReleasesWithoutWake,
         33 => Fault::LookJudgesTop,
         34 => Fault::ServeJudgesTop,
-        _ => Fault::ServeGivesBackWithoutStarving,
+        35 => Fault::ServeGivesBackWithoutStarving,
+        _ => Fault::PopMergesStaleFlags,
     }
 }
 

@@ -159,6 +159,10 @@ pub(crate) enum Fault {
     /// A stack owner that judged the oldest sleeper starving but found the
     /// lock taken gives the stack back without setting STARVING.
     ServeGivesBackWithoutStarving,
+    /// A wake that unlinks the oldest of several sleepers retries its
+    /// failed CAS with the flags it computed from the word of its first
+    /// attempt, e.g. `LOCKED` clear after a barger took the lock.
+    PopMergesStaleFlags,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
