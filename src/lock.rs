@@ -1107,9 +1107,14 @@ impl<P: Platform> Lock<P> {
                     }
                     break true;
                 }
-                // We are the top: the word must point past us.
+                // We are the top: the word must point past us. The new top
+                // takes over our cached tail: what it cached itself when it
+                // was the top may have been popped since
+                // (`model::a_timed_waiter_leaves_from_the_top_over_a_stale_tail`).
                 if !next.is_null() {
-                    (*next).tail.set(tail);
+                    if P::FAULT != Fault::LeaveFromTopKeepsStaleTail {
+                        (*next).tail.set(tail);
+                    }
                     (*next).count.set((*top).count.get().saturating_sub(1));
                 }
                 let mut f = flags(s);

@@ -936,6 +936,86 @@ fn broken_wake_merges_the_flags_of_its_first_attempt() {
     barge_during_a_wake::<36>(bound(0, 0));
 }
 
+/// A stale cached tail (rule 2: spin acquisitions look, nobody starves;
+/// FIFO wakes). The main thread holds the lock while `t` (turn 1) and then
+/// `x` (turn 2) go to sleep. A third thread takes `SPINNING` and is held
+/// before its spin while the main thread unlocks; if it takes the lock by
+/// spinning, its look caches `t` as the tail in `x`, the top. Holding the
+/// lock (turn 3), it waits for a timed waiter `y` to push itself on top,
+/// then unlocks, which wakes `t` (held once woken: its node stays live)
+/// and leaves `x` with a tail that was popped. `y` then times out and
+/// leaves from the top: `x` must take over `y`'s cached tail. The main
+/// thread then takes the lock and unlocks with `unlock_fair`, which must
+/// hand it to `x`; with the stale tail it would hand it to `t` again and
+/// `x` would sleep for good.
+fn leave_over_a_stale_tail<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<F, 0, 0, 2>::new();
+        let (spin, pushed, woken) = (Gate::new(), Gate::new(), Gate::new());
+        g.lock.lock();
+        let t = thread::spawn(move || {
+            hold_after_wake(woken);
+            g.turn(1);
+        });
+        g.wait_for(|w| w & !FLAGS != 0);
+        let oldest = g.word() & !FLAGS;
+        let x = thread::spawn(move || g.turn(2));
+        g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+        let x_node = g.word() & !FLAGS;
+        let spinner = thread::spawn(move || {
+            hold_thread_at_event(Event::Spun, spin);
+            g.lock.lock();
+            let top = g.word() & !FLAGS;
+            // Until the timed waiter has pushed itself.
+            g.wait_for(|w| w & !FLAGS != top);
+            g.append_locked(3);
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            pushed.open();
+        });
+        g.wait_for(|w| w & SPINNING != 0);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        spin.open();
+        g.wait_for(|w| w & LOCKED != 0);
+        let won = counter();
+        let timed = thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            hold_at_event(Event::Parked, pushed);
+            g.increment_timed(won);
+        });
+        // Until the timed waiter has left: `x` is the top again.
+        timed.join().unwrap();
+        assert_eq!(g.word() & !FLAGS, x_node, "the timed waiter did not leave from the top");
+        g.lock.lock();
+        // SAFETY: locked just above.
+        unsafe { g.lock.unlock_fair() };
+        woken.open();
+        spinner.join().unwrap();
+        t.join().unwrap();
+        x.join().unwrap();
+        assert_eq!(won.load(Relaxed), 0, "the timed waiter took the lock");
+        assert_eq!(g.value(), 321);
+    })
+}
+
+#[test]
+fn a_timed_waiter_leaves_from_the_top_over_a_stale_tail() {
+    // Bound 1 exceeds loom's branch limit (the yield loops of `wait_for`);
+    // the gates steer the execution to the stale tail at bound 0.
+    let seen = leave_over_a_stale_tail::<0>(bound(0, 0));
+    assert!(
+        seen.of(Event::Look) > 0 && seen.of(Event::TimedOut) > 0 && seen.of(Event::HandOff) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_leave_from_the_top_keeps_the_new_tops_stale_tail() {
+    leave_over_a_stale_tail::<37>(bound(0, 0));
+}
+
 /// Sleepers that judge themselves (rule 5): the main thread holds the lock
 /// while `early` waiters go to sleep one after the other, then lets one
 /// more (`late`) arrive. One sleep runs until its starvation deadline:

@@ -72,7 +72,8 @@ pub(crate) const fn fault(n: u8) -> Fault {
         33 => Fault::LookJudgesTop,
         34 => Fault::ServeJudgesTop,
         35 => Fault::ServeGivesBackWithoutStarving,
-        _ => Fault::PopMergesStaleFlags,
+        36 => Fault::PopMergesStaleFlags,
+        _ => Fault::LeaveFromTopKeepsStaleTail,
     }
 }
 

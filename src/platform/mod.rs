@@ -163,6 +163,10 @@ pub(crate) enum Fault {
     /// failed CAS with the flags it computed from the word of its first
     /// attempt, e.g. `LOCKED` clear after a barger took the lock.
     PopMergesStaleFlags,
+    /// A timed waiter that leaves from the top of the stack does not hand
+    /// its cached tail to the new top, which keeps the tail it cached when
+    /// it was the top itself.
+    LeaveFromTopKeepsStaleTail,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
