@@ -516,6 +516,35 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
         took
     }
 
+    /// Unlocks while a barger takes the lock: the unlock is held at a gate
+    /// once its release has taken the stack to serve a sleeper, and
+    /// another thread takes the lock with `try_lock` (appending 9), opens
+    /// the gate, and, once the stack is given back, runs `check` and
+    /// unlocks. Returns the barger.
+    ///
+    /// # Safety
+    /// The caller holds the lock, and sleepers are on the stack.
+    unsafe fn unlock_beside_a_barger(
+        &'static self,
+        check: impl FnOnce() + 'static,
+    ) -> thread::JoinHandle<()> {
+        let gate = Gate::new();
+        let barger = thread::spawn(move || {
+            self.wait_for(|w| w & LOCKED == 0 && w & STACK_LOCKED != 0);
+            assert!(self.lock.try_lock(), "the lock was not free for the barger");
+            self.append_locked(9);
+            gate.open();
+            self.wait_for(|w| w & STACK_LOCKED == 0);
+            check();
+            // SAFETY: try_lock succeeded.
+            unsafe { self.lock.unlock() };
+        });
+        hold_thread_at_event(Event::ReleasedToServe, gate);
+        // SAFETY: forwarded from the caller.
+        unsafe { self.lock.unlock() };
+        barger
+    }
+
     /// The state word, as an address with the flags.
     fn word(&self) -> usize {
         let w: *mut Node<Loom<F, S, M, R>> = self.lock.state.load(Relaxed);
@@ -840,19 +869,8 @@ fn wake_finds_the_lock_taken<const F: u8>(bound: Bound) -> Seen {
         g.lock.lock();
         let sleeper = thread::spawn(move || g.turn(1));
         g.wait_for(|w| w & !FLAGS != 0);
-        let gate = Gate::new();
-        let barger = thread::spawn(move || {
-            g.wait_for(|w| w & LOCKED == 0 && w & STACK_LOCKED != 0);
-            assert!(g.lock.try_lock(), "the lock was not free for the barger");
-            g.append_locked(9);
-            gate.open();
-            g.wait_for(|w| w & STACK_LOCKED == 0);
-            // SAFETY: try_lock succeeded.
-            unsafe { g.lock.unlock() };
-        });
-        hold_thread_at_event(Event::ReleasedToServe, gate);
         // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
+        let barger = unsafe { g.unlock_beside_a_barger(|| ()) };
         barger.join().unwrap();
         sleeper.join().unwrap();
         let seen = Seen::now().since(&before);
@@ -898,21 +916,13 @@ fn barge_during_a_wake<const F: u8>(bound: Bound) -> Seen {
         let oldest = g.word() & !FLAGS;
         let b = thread::spawn(move || g.turn(2));
         g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
-        let gate = Gate::new();
-        let barger = thread::spawn(move || {
-            g.wait_for(|w| w & LOCKED == 0 && w & STACK_LOCKED != 0);
-            assert!(g.lock.try_lock(), "the lock was not free for the barger");
-            g.append_locked(9);
-            gate.open();
-            g.wait_for(|w| w & STACK_LOCKED == 0);
-            assert!(g.word() & LOCKED != 0, "the barger's lock was released under it");
-            woken.open();
-            // SAFETY: try_lock succeeded.
-            unsafe { g.lock.unlock() };
-        });
-        hold_thread_at_event(Event::ReleasedToServe, gate);
         // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
+        let barger = unsafe {
+            g.unlock_beside_a_barger(move || {
+                assert!(g.word() & LOCKED != 0, "the barger's lock was released under it");
+                woken.open();
+            })
+        };
         barger.join().unwrap();
         a.join().unwrap();
         b.join().unwrap();
