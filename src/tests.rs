@@ -1955,21 +1955,22 @@ fn parker_survives_an_early_unpark() {
 /// and then parks (an executor's waker, a hand-written event loop) must not
 /// lose that wake to the mutex's parker.
 ///
-/// `portable`: `P` parks with the portable parker, which counts the tokens
-/// it takes that were not its wake; the futex parker never touches them.
+/// `foreign`, if given: `P` parks with the portable parker, which counts
+/// there the tokens it takes that were not its wake (a static of the
+/// caller's: its tests run at the same time); the futex parker never
+/// touches them.
 fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
-    portable: bool,
+    foreign: Option<&'static AtomicU64>,
 ) {
     // Far above the time a thread with a token takes to return from
     // `park_timeout` (at once, also under emulation or a sanitizer); a
     // lost token makes it wait this long.
     const LIMIT: Duration = Duration::from_secs(2);
     let g = Guarded::<P>::new();
-    let foreign: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
     g.lock.lock();
     let (parked, waited) = thread::scope(|s| {
         let h = s.spawn(|| {
-            crate::platform::park::FOREIGN_TOKENS.set(Some(foreign));
+            crate::platform::park::FOREIGN_TOKENS.set(foreign);
             g.increment();
             let parked = my_events().get(Event::Parked);
             let start = Instant::now();
@@ -1980,7 +1981,7 @@ fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<
             thread::sleep(Duration::from_millis(1));
         }
         h.thread().unpark();
-        if portable {
+        if let Some(foreign) = foreign {
             // Until the sleeper has returned from its park on that token
             // and parked again: a wake that came first would merge with
             // the token, and no parker can tell the two apart.
@@ -2004,18 +2005,20 @@ fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<
 
 #[test]
 fn a_thread_keeps_its_park_token_futex_parker() {
-    keeps_the_threads_park_token::<Native>(false);
+    keeps_the_threads_park_token::<Native>(None);
 }
 
 #[test]
 fn a_thread_keeps_its_park_token_portable_parker() {
-    keeps_the_threads_park_token::<ThreadPark>(true);
+    static FOREIGN: AtomicU64 = AtomicU64::new(0);
+    keeps_the_threads_park_token::<ThreadPark>(Some(&FOREIGN));
 }
 
 #[test]
 #[should_panic(expected = "was lost")]
 fn a_parker_that_keeps_foreign_tokens_fails_the_token_check() {
-    keeps_the_threads_park_token::<ThreadParkLosesTokens>(true);
+    static FOREIGN: AtomicU64 = AtomicU64::new(0);
+    keeps_the_threads_park_token::<ThreadParkLosesTokens>(Some(&FOREIGN));
 }
 
 // ---------------------------------------------------------------------------
