@@ -516,6 +516,28 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
         took
     }
 
+    /// Locks, and lets two waiters go to sleep one after the other: `a`
+    /// (turn 1, the oldest: its starvation clock started first), then `b`
+    /// (turn 2) on top of it; `a` waits at `woken`, if given, once woken.
+    /// Returns `[a, b]`; the lock stays held.
+    fn lock_with_two_sleepers(
+        &'static self,
+        woken: Option<&'static Gate>,
+    ) -> [thread::JoinHandle<()>; 2] {
+        self.lock.lock();
+        let a = thread::spawn(move || {
+            if let Some(gate) = woken {
+                hold_after_wake(gate);
+            }
+            self.turn(1);
+        });
+        self.wait_for(|w| w & !FLAGS != 0);
+        let oldest = self.word() & !FLAGS;
+        let b = thread::spawn(move || self.turn(2));
+        self.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+        [a, b]
+    }
+
     /// Unlocks while a barger takes the lock: the unlock is held at a gate
     /// once its release has taken the stack to serve a sleeper, and
     /// another thread takes the lock with `try_lock` (appending 9), opens
@@ -757,18 +779,12 @@ fn starvation_mode_entered_and_left() {
 
 /// Rule 6 (the sleepers judged by age, only the oldest starving): the main
 /// thread holds the lock while two waiters go to sleep one after the
-/// other, `a` (turn 1, the oldest: its clock started first) and then `b`
-/// (turn 2) on top of it. Returns the lock, still held, and the sleepers.
+/// other (`Guarded::lock_with_two_sleepers`). Returns the lock, still
+/// held, and the sleepers.
 fn two_sleepers_by_age<const F: u8>() -> (&'static Guarded<F, 0, 0, 6>, [thread::JoinHandle<()>; 2])
 {
     let g = Guarded::<F, 0, 0, 6>::new();
-    g.lock.lock();
-    let a = thread::spawn(move || g.turn(1));
-    g.wait_for(|w| w & !FLAGS != 0);
-    let oldest = g.word() & !FLAGS;
-    let b = thread::spawn(move || g.turn(2));
-    g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
-    (g, [a, b])
+    (g, g.lock_with_two_sleepers(None))
 }
 
 /// Two sleepers by age (`two_sleepers_by_age`); a third thread takes
@@ -907,15 +923,7 @@ fn barge_during_a_wake<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 0>::new();
         let woken = Gate::new();
-        g.lock.lock();
-        let a = thread::spawn(move || {
-            hold_after_wake(woken);
-            g.turn(1);
-        });
-        g.wait_for(|w| w & !FLAGS != 0);
-        let oldest = g.word() & !FLAGS;
-        let b = thread::spawn(move || g.turn(2));
-        g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+        let [a, b] = g.lock_with_two_sleepers(Some(woken));
         // SAFETY: locked above.
         let barger = unsafe {
             g.unlock_beside_a_barger(move || {
@@ -962,15 +970,7 @@ fn leave_over_a_stale_tail<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<F, 0, 0, 2>::new();
         let (spin, pushed, woken) = (Gate::new(), Gate::new(), Gate::new());
-        g.lock.lock();
-        let t = thread::spawn(move || {
-            hold_after_wake(woken);
-            g.turn(1);
-        });
-        g.wait_for(|w| w & !FLAGS != 0);
-        let oldest = g.word() & !FLAGS;
-        let x = thread::spawn(move || g.turn(2));
-        g.wait_for(|w| w & !FLAGS != 0 && w & !FLAGS != oldest);
+        let [t, x] = g.lock_with_two_sleepers(Some(woken));
         let x_node = g.word() & !FLAGS;
         let spinner = thread::spawn(move || {
             hold_thread_at_event(Event::Spun, spin);
