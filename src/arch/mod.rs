@@ -656,12 +656,15 @@ pub(crate) fn ns_to_ticks(ns: u64) -> u64 {
 /// [`ticks`] (an interrupt can only lengthen a run).
 #[inline]
 pub(crate) fn hints_in_ns(ns: u64) -> u32 {
-    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // 32 bits: every target with std has 32-bit atomics, not every one
+    // 64-bit ones (32-bit PowerPC and MIPS); 2^32 hints per millisecond is
+    // far beyond any CPU.
+    use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
     // Hints per millisecond; 0 until measured.
-    static HINTS_PER_MS: AtomicU64 = AtomicU64::new(0);
+    static HINTS_PER_MS: AtomicU32 = AtomicU32::new(0);
     let per_ms = match HINTS_PER_MS.load(Relaxed) {
         0 => {
-            let rate = measure_hints_per_ms();
+            let rate = u32::try_from(measure_hints_per_ms()).unwrap_or(u32::MAX);
             // Relaxed: the value is self-contained; racing measurements
             // store near-identical values.
             HINTS_PER_MS.store(rate, Relaxed);
@@ -669,7 +672,7 @@ pub(crate) fn hints_in_ns(ns: u64) -> u32 {
         }
         rate => rate,
     };
-    u32::try_from(ns.saturating_mul(per_ms) / 1_000_000).unwrap_or(u32::MAX).max(1)
+    u32::try_from(ns.saturating_mul(u64::from(per_ms)) / 1_000_000).unwrap_or(u32::MAX).max(1)
 }
 
 #[cold]
