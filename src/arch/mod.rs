@@ -449,7 +449,8 @@ pub(crate) const LOOK_NS: u64 = 250_000;
 
 /// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
 /// spinner) while a stack owner leaves more than this many per CPU on the
-/// stack ([`std::thread::available_parallelism`], read once per process);
+/// stack (the CPUs of the process's affinity mask on Linux, counted once
+/// per process without allocating);
 /// pops, holders' looks and pushes beside a spinner count the stack.
 ///
 /// With more sleepers than CPUs, the thread a wake handed SPINNING waits

@@ -2,7 +2,7 @@
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, Ordering::Relaxed};
 use std::cell::Cell;
 
 use super::{NodeCell, Parker, Platform, SpinPolicy, StateWord};
@@ -115,6 +115,37 @@ pub(crate) fn ping_pong_window_ns() -> u64 {
 pub(crate) fn ping_pong_bounds_ns() -> (u64, u64) {
     let narrowest = arch::tuned(Knob::PingPong, arch::PING_PONG_NS);
     (narrowest, arch::tuned(Knob::PingPongMax, arch::PING_PONG_MAX_NS).max(narrowest))
+}
+
+/// The CPUs this process may run on, counted without allocating, reading a
+/// file or blocking: its first call comes from inside a lock call, which may
+/// be a global allocator's (`tests/no_alloc.rs`). On Linux that is the
+/// affinity mask (not the cgroup CPU quota, which
+/// `std::thread::available_parallelism` reads from files, allocating); a
+/// mask beyond `cpu_set_t`'s 1024 CPUs falls back to the CPUs online.
+#[cfg(target_os = "linux")]
+fn cpus() -> u32 {
+    // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: `set` is a writable `cpu_set_t` of the size passed; pid 0 is
+    // the calling thread.
+    let r = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
+    let n = if r == 0 {
+        // SAFETY: `set` was filled in by the kernel above.
+        i64::from(unsafe { libc::CPU_COUNT(&set) })
+    } else {
+        // SAFETY: `sysconf` has no preconditions.
+        (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }) as i64
+    };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// The CPUs this process may run on: elsewhere std asks the OS in one call
+/// that neither allocates nor blocks (`sysconf`, `sysctl` or
+/// `cpuset_getaffinity` on the BSDs and macOS, `GetSystemInfo` on Windows).
+#[cfg(not(target_os = "linux"))]
+fn cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
 }
 
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
@@ -338,12 +369,21 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         if !crate::tests::machine_backlog() {
             return 2;
         }
-        static SLEEPERS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-        *SLEEPERS.get_or_init(|| {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let per_cpu = arch::tuned(Knob::BacklogPerCpu, arch::BACKLOG_PER_CPU);
-            per_cpu.saturating_mul(cpus as u64).try_into().unwrap_or(u32::MAX)
-        })
+        // Computed on first use, which is inside a lock call (a stack owner
+        // counting), so it must neither allocate nor block (see `cpus`):
+        // racing first uses compute the same value and store it twice.
+        // Relaxed: the value is self-contained.
+        static SLEEPERS: AtomicU32 = AtomicU32::new(0);
+        match SLEEPERS.load(Relaxed) {
+            0 => {
+                let per_cpu = arch::tuned(Knob::BacklogPerCpu, arch::BACKLOG_PER_CPU);
+                let n = per_cpu.saturating_mul(u64::from(cpus())).clamp(1, u64::from(u32::MAX));
+                let n = n as u32;
+                SLEEPERS.store(n, Relaxed);
+                n
+            }
+            n => n,
+        }
     }
     #[inline]
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
