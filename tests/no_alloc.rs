@@ -263,6 +263,7 @@ fn workload(
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "seconds of real contention")]
 fn no_lock_call_allocates_even_under_a_guarded_allocator() {
     static COUNTS: Counts = Counts::new();
     let reached = workload(&COUNTS, 8, Duration::from_secs(2), |m| m.lock());
@@ -281,6 +282,7 @@ fn no_lock_call_allocates_even_under_a_guarded_allocator() {
 /// CPUs once did, `std::thread::available_parallelism` reading cgroup
 /// files) is caught.
 #[test]
+#[cfg_attr(miri, ignore = "seconds of real contention")]
 fn negative_control_a_slow_path_that_allocates_is_caught() {
     static COUNTS: Counts = Counts::new();
     workload(&COUNTS, 4, Duration::from_millis(300), |m| {

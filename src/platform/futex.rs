@@ -27,13 +27,19 @@ impl Parker for FutexParker {
     }
 
     fn park(&self) {
+        let mut failed = Backoff::default();
         // `unparked` acquires the store in `unpark`.
         while !self.unparked() {
             // The kernel compares the word with PARKED and sleeps in one
             // step, so a wake that lands between our load and the syscall
             // makes FUTEX_WAIT return EAGAIN instead of sleeping. EINTR and
             // spurious returns land here too; the loop re-checks the word.
-            futex_wait(&self.word, PARKED);
+            match futex_wait(&self.word, PARKED) {
+                None | Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                // The futex itself fails (a seccomp filter's ENOSYS or
+                // EPERM): sleep anyway, polling the word.
+                Some(_) => failed.sleep(None),
+            }
         }
     }
 
@@ -67,6 +73,7 @@ impl Parker for FutexParker {
             return true;
         };
         // As in `park`.
+        let mut failed = Backoff::default();
         while !self.unparked() {
             match futex_wait_until(&self.word, PARKED, &abs) {
                 // Woken (maybe spuriously), the word changed, or a signal:
@@ -84,7 +91,9 @@ impl Parker for FutexParker {
                     // A wake may have landed after the kernel gave up.
                     return self.unparked();
                 }
-                Some(_) => {}
+                // The futex itself fails: as in `park`, never past the
+                // deadline.
+                Some(_) => failed.sleep(Some(deadline)),
             }
         }
         true
@@ -112,19 +121,65 @@ impl Parker for FutexParker {
     }
 }
 
-fn futex_wait(word: &AtomicU32, expected: u32) {
-    // SAFETY: FUTEX_WAIT on a live, aligned u32 with no timeout; the return
-    // value (0, EAGAIN, EINTR) is deliberately ignored: the caller re-checks
-    // the word.
-    unsafe {
+/// The sleep of a parker whose futex fails with an error it cannot mean
+/// here (ENOSYS or EPERM from a seccomp filter, in sandboxes): a few yields,
+/// then sleeps of 1 µs doubling up to 1 ms, between looks at the word. It
+/// never spins: a sandboxed process's waiters then cost a wake-up per
+/// millisecond, not a CPU each, and a wake (whose own futex call may fail
+/// too) is seen within a millisecond.
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    const YIELDS: u32 = 4;
+
+    fn sleep(&mut self, deadline: Option<Instant>) {
+        #[cfg(test)]
+        tests::FAILED_WAITS.set(tests::FAILED_WAITS.get() + 1);
+        #[cfg(test)]
+        if tests::HOT_LOOP_ON_ERROR.get() {
+            return; // the negative control: a busy loop
+        }
+        self.0 = self.0.saturating_add(1);
+        if self.0 <= Self::YIELDS {
+            std::thread::yield_now();
+            return;
+        }
+        let mut d = std::time::Duration::from_micros(1 << (self.0 - Self::YIELDS - 1).min(10));
+        if let Some(deadline) = deadline {
+            d = d.min(deadline.saturating_duration_since(Instant::now()));
+        }
+        std::thread::sleep(d);
+    }
+}
+
+/// The error a test injects in place of the futex calls' result.
+#[cfg(test)]
+fn injected() -> Option<i32> {
+    tests::INJECT_ERROR.get()
+}
+#[cfg(not(test))]
+#[inline(always)]
+fn injected() -> Option<i32> {
+    None
+}
+
+/// FUTEX_WAIT with no timeout. Returns the error number if the call failed.
+fn futex_wait(word: &AtomicU32, expected: u32) -> Option<i32> {
+    if let Some(e) = injected() {
+        return Some(e);
+    }
+    // SAFETY: FUTEX_WAIT on a live, aligned u32 with no timeout.
+    let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
             ptr::null::<libc::timespec>(),
-        );
-    }
+        )
+    };
+    if r == 0 { None } else { Some(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) }
 }
 
 /// CLOCK_MONOTONIC now plus `left`, or `None` if that does not fit.
@@ -147,6 +202,9 @@ fn monotonic_after(left: std::time::Duration) -> Option<libc::timespec> {
 /// FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC deadline. Returns the
 /// error number if the call failed.
 fn futex_wait_until(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> Option<i32> {
+    if let Some(e) = injected() {
+        return Some(e);
+    }
     // SAFETY: FUTEX_WAIT_BITSET on a live, aligned u32, with a valid
     // timespec; with this operation the kernel reads the timeout as an
     // absolute CLOCK_MONOTONIC time (no FUTEX_CLOCK_REALTIME).
@@ -168,5 +226,93 @@ fn futex_wake(word: *const AtomicU32) {
     // SAFETY: FUTEX_WAKE only uses the address as a key; it reads no memory.
     unsafe {
         libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+
+    std::thread_local! {
+        /// An error this thread's futex waits return instead of calling the
+        /// kernel (as a seccomp filter makes them).
+        pub(super) static INJECT_ERROR: Cell<Option<i32>> = const { Cell::new(None) };
+        /// How many times this thread's waits fell back to `Backoff`.
+        pub(super) static FAILED_WAITS: Cell<u64> = const { Cell::new(0) };
+        /// The negative control: the fallback loops without sleeping.
+        pub(super) static HOT_LOOP_ON_ERROR: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A waiter whose futex fails with `errno` waits `hold` for a lock (or,
+    /// with `timeout`, until its deadline) and returns whether it got the
+    /// lock, how long it waited and how often its futex wait failed.
+    fn wait_with_failing_futex(
+        errno: i32,
+        hold: Duration,
+        timeout: Option<Duration>,
+        hot: bool,
+    ) -> (bool, Duration, u64) {
+        let m = crate::Mutex::new(0u32);
+        let g = m.lock();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                INJECT_ERROR.set(Some(errno));
+                HOT_LOOP_ON_ERROR.set(hot);
+                let t0 = Instant::now();
+                let got = match timeout {
+                    None => {
+                        drop(m.lock());
+                        true
+                    }
+                    Some(t) => m.try_lock_for(t).is_some(),
+                };
+                (got, t0.elapsed(), FAILED_WAITS.get())
+            });
+            std::thread::sleep(hold);
+            drop(g);
+            waiter.join().unwrap()
+        })
+    }
+
+    /// Under a seccomp filter that fails `futex` with ENOSYS or EPERM, a
+    /// waiter still sleeps (at most about one failed wait per millisecond
+    /// after the first few), still gets the lock once it is free, and a
+    /// timed waiter still times out.
+    #[test]
+    #[cfg_attr(miri, ignore = "timing on an interpreter")]
+    fn a_failing_futex_still_sleeps() {
+        for errno in [libc::ENOSYS, libc::EPERM] {
+            let (got, took, failed) =
+                wait_with_failing_futex(errno, Duration::from_millis(200), None, false);
+            eprintln!("errno {errno}: {failed} failed waits in {took:?}");
+            assert!(got && took >= Duration::from_millis(150), "{errno}: {took:?}");
+            assert!(
+                (5..=400).contains(&failed),
+                "errno {errno}: {failed} failed waits in {took:?}"
+            );
+            let (got, took, failed) = wait_with_failing_futex(
+                errno,
+                Duration::from_millis(300),
+                Some(Duration::from_millis(100)),
+                false,
+            );
+            assert!(!got && took >= Duration::from_millis(100), "{errno}: {took:?}");
+            assert!(
+                (5..=400).contains(&failed),
+                "errno {errno}: {failed} failed waits in {took:?}"
+            );
+        }
+    }
+
+    /// Negative control: a fallback that does not sleep turns the same waits
+    /// into a busy loop, which the bound above catches.
+    #[test]
+    #[cfg_attr(miri, ignore = "timing on an interpreter")]
+    fn negative_control_a_busy_fallback_is_caught() {
+        let (got, _, failed) =
+            wait_with_failing_futex(libc::ENOSYS, Duration::from_millis(50), None, true);
+        assert!(got);
+        assert!(failed > 400, "{failed} failed waits");
     }
 }
