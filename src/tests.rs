@@ -2014,6 +2014,73 @@ fn a_thread_keeps_its_park_token_portable_parker() {
     keeps_the_threads_park_token::<ThreadPark>(Some(&FOREIGN));
 }
 
+/// The merge: a parker's wake and a `Thread::unpark` aimed at its thread
+/// both land while the thread sleeps in the parker, before it runs, so that
+/// its one `thread::park` return consumes both (a park token does not
+/// count). The thread's own `park_timeout` afterwards must still return at
+/// once. The two unparks are issued back to back, far within a wake-up's
+/// latency, but the thread may still run in between (then there is no
+/// merge): twenty rounds, so that a parker that loses the merged token (as
+/// the portable one did when its park returned with its word already
+/// awake) fails in some. `timed`: the parker sleeps with a (far) deadline,
+/// as a sleeper with a starvation timer does.
+fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
+    const LIMIT: Duration = Duration::from_secs(1);
+    for round in 0..20 {
+        let p = K::new();
+        // The parker is shared as the lock shares a node: by address.
+        let addr = ptr::from_ref(&p).expose_provenance();
+        let (armed, is_armed) = std::sync::mpsc::channel();
+        let waited = thread::scope(|s| {
+            let h = s.spawn(move || {
+                // SAFETY: `p` outlives the scope.
+                let p = unsafe { &*ptr::with_exposed_provenance::<K>(addr) };
+                p.prepare();
+                armed.send(()).unwrap();
+                if timed {
+                    assert!(p.park_until(Instant::now() + 10 * LIMIT), "timed out");
+                } else {
+                    p.park();
+                }
+                let start = Instant::now();
+                thread::park_timeout(LIMIT);
+                start.elapsed()
+            });
+            // Until the thread sleeps in the parker.
+            is_armed.recv().unwrap();
+            thread::sleep(Duration::from_millis(5));
+            // SAFETY: armed above; the thread does not return from its
+            // park before this wake, so `p` is live.
+            unsafe { K::unpark(&p) };
+            h.thread().unpark();
+            h.join().unwrap()
+        });
+        assert!(
+            waited < LIMIT / 2,
+            "round {round}: the unpark merged with the parker's wake was lost: the \
+             thread's `park_timeout` afterwards waited {waited:?}"
+        );
+    }
+}
+
+#[test]
+fn a_thread_keeps_a_merged_park_token_futex_parker() {
+    keeps_a_merged_park_token::<<Native as Platform>::Parker>(false);
+    keeps_a_merged_park_token::<<Native as Platform>::Parker>(true);
+}
+
+#[test]
+fn a_thread_keeps_a_merged_park_token_portable_parker() {
+    keeps_a_merged_park_token::<crate::platform::park::ThreadParker>(false);
+    keeps_a_merged_park_token::<crate::platform::park::ThreadParker>(true);
+}
+
+#[test]
+#[should_panic(expected = "was lost")]
+fn a_parker_that_loses_the_merged_token_fails_the_merge_check() {
+    keeps_a_merged_park_token::<crate::platform::park::ThreadParker<true>>(false);
+}
+
 #[test]
 #[should_panic(expected = "was lost")]
 fn a_parker_that_keeps_foreign_tokens_fails_the_token_check() {

@@ -34,10 +34,9 @@ const PARKED: u32 = 1;
 
 /// A wait word plus the handle of the thread that waits on it.
 ///
-/// `LOSES_TOKENS` (tests only) is a deliberately broken parker that keeps
-/// the park tokens it took that were not its wake (see
-/// `give_back_token`): the negative control of the test that a
-/// `Thread::unpark` aimed at a sleeping waiter is not lost.
+/// `LOSES_TOKENS` (tests only) is a deliberately broken parker that gives
+/// no park token back (see `give_back_token`): the negative control of the
+/// tests that a `Thread::unpark` aimed at a sleeping waiter is not lost.
 pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false> {
     word: AtomicU32,
     /// Set by the owning thread in `prepare`, read by the unparker before its
@@ -64,15 +63,15 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     fn park(&self) {
         // `unparked` acquires the store in `unpark`. `park` may return
         // spuriously or on a token that was not ours; the loop re-checks.
-        let mut took_foreign = false;
+        let mut parked = false;
         while !self.unparked() {
             thread::park();
+            parked = true;
             if !self.unparked() {
-                took_foreign = true;
                 took_a_foreign_token();
             }
         }
-        self.give_back_token(took_foreign && !LOSES_TOKENS);
+        self.give_back_token(parked && !LOSES_TOKENS);
     }
 
     type Deadline = Instant;
@@ -81,7 +80,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         // As in `park`. `park_timeout` may return early (spuriously or on
         // a token that was not ours); the loop re-checks the word and the
         // clock.
-        let mut took_foreign = false;
+        let mut parked = false;
         let woken = loop {
             if self.unparked() {
                 break true;
@@ -91,12 +90,12 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
                 break self.unparked();
             }
             thread::park_timeout(deadline - now);
+            parked = true;
             if !self.unparked() {
-                took_foreign = true;
                 took_a_foreign_token();
             }
         };
-        self.give_back_token(took_foreign && !LOSES_TOKENS);
+        self.give_back_token(parked && !LOSES_TOKENS);
         woken
     }
 
@@ -118,21 +117,23 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
 }
 
 impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
-    /// Gives the calling thread back a park token that one of our parks took
-    /// while our word was still PARKED: that token was not our wake but (unless
-    /// the return was spurious) a `Thread::unpark` meant for the thread's own
-    /// `thread::park`, by code that knows nothing of the mutex, e.g. an
-    /// executor's waker or a caller's "check, then park" loop. Losing it would
-    /// leave that `park` asleep after the lock is taken (std's and parking_lot's
-    /// mutexes never touch the token). A token given back for a spurious return
-    /// is a spurious wake of the thread's next `park`, which `park` allows.
+    /// Gives the calling thread back a park token if our wait called
+    /// `thread::park` at all. A park may have taken a `Thread::unpark` meant
+    /// for the thread's own `thread::park`, by code that knows nothing of the
+    /// mutex (an executor's waker, a caller's "check, then park" loop): before
+    /// our wake, or merged with our wake's token when both landed before the
+    /// thread ran, so the word cannot tell. Losing it would leave that `park`
+    /// asleep after the lock is taken (std's and parking_lot's mutexes never
+    /// touch the token). A token given back when there was no foreign one is
+    /// a spurious wake of the thread's next `park`, which `park` allows (and
+    /// our own next wait re-checks its word).
     ///
     /// The handle is the one `prepare` stored, not `thread::current()`: a
     /// timed park that ran out returns with our node still on the stack,
     /// and `thread::current()` could panic there (in a thread-local
     /// destructor), unwinding past a linked node.
-    fn give_back_token(&self, took_foreign: bool) {
-        if took_foreign {
+    fn give_back_token(&self, parked: bool) {
+        if parked {
             // SAFETY: only `prepare` writes `thread`, before the node is
             // published; an unparker may read it meanwhile, as we do.
             if let Some(me) = unsafe { &*self.thread.get() } {
