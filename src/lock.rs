@@ -82,8 +82,38 @@ struct AbortOnUnwind;
 
 impl Drop for AbortOnUnwind {
     fn drop(&mut self) {
-        std::process::abort();
+        abort_with("a panic inside a lock call (above) would unwind past a linked waiter node");
     }
+}
+
+/// Prints `what` straight to the standard error stream (no allocation, no
+/// panic if that fails) and aborts the process.
+#[cold]
+pub(crate) fn abort_with(what: &str) -> ! {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(b"spinbit: ");
+    let _ = err.write_all(what.as_bytes());
+    let _ = err.write_all(b"; aborting\n");
+    std::process::abort()
+}
+
+/// Runs `f`, a lock call's slow path, aborting the process if it panics:
+/// unwinding would leave a waiter node linked into the mutex from the
+/// unwound stack, or the waiter stack owned for good. Nothing here panics
+/// but the checks of [`Platform::CHECKS`] builds (which call
+/// [`Platform::broken`], aborting at once) and overflow checks; this is the
+/// backstop for whatever else might. Free in the release build's paths: a
+/// landing pad, no instruction on the way through.
+#[inline(always)]
+fn no_unwind<P: Platform, R>(f: impl FnOnce() -> R) -> R {
+    if !P::ABORT_ON_UNWIND || P::FAULT == Fault::UnwindPastNode {
+        return f();
+    }
+    let abort = AbortOnUnwind;
+    let r = f();
+    core::mem::forget(abort);
+    r
 }
 
 /// The tag bits; the rest of the word is the address of the top node.
@@ -221,8 +251,8 @@ fn record_skipped_wake<P: Platform>(s: *mut Node<P>) {
 /// set, and only that thread clears it.
 #[inline(always)]
 fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
-    if P::CHECKS && spinner {
-        assert!(s.addr() & SPINNING != 0, "a spinbit waiter held SPINNING that another cleared");
+    if P::CHECKS && spinner && s.addr() & SPINNING == 0 {
+        P::broken("a spinbit waiter held SPINNING that another cleared");
     }
 }
 
@@ -417,40 +447,43 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     unsafe fn unlock_fair_slow(&self, mut s: *mut Node<P>) {
-        let mut waits = 0;
-        s = loop {
-            if head(s).is_null() {
-                // Nobody to hand over to. A waiter that pushes itself after
-                // this look is seen by the release in `unlock`.
-                P::record(Event::FairUnlockEmpty);
-                // SAFETY: forwarded from the caller.
-                return unsafe { self.unlock() };
-            }
-            if s.addr() & STACK_LOCKED != 0 {
-                // Another thread owns the stack: an unlocker waking a
-                // sleeper, a sleeper marking itself starving, a timed
-                // waiter leaving. Stack owners never block and hold the
-                // stack for a bounded number of steps, so this wait is
-                // bounded. It yields at once: spinning first, as
-                // `unlock_starving` does, measured level in the six fair
-                // cells (0.93-1.00, every cell overlapping; benches/results/
-                // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
-                P::wait_for_stack(&mut waits);
-                s = self.state.load(Relaxed);
-                continue;
-            }
-            // Acquire: pairs with the Release of the pushes and of the
-            // previous stack owner, so the nodes' fields are visible.
-            match self.take_stack_from(s, Acquire) {
-                Ok(taken) => break taken,
-                Err(now) => s = now,
-            }
-        };
-        // Our next wait for this lock, if it comes soon, stays awake (see
-        // `wait`).
-        P::note_hand_off(ptr::from_ref(self).addr());
-        // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
-        unsafe { self.hand_off(s) };
+        // Aborts rather than unwind with the stack owned.
+        no_unwind::<P, _>(|| {
+            let mut waits = 0;
+            s = loop {
+                if head(s).is_null() {
+                    // Nobody to hand over to. A waiter that pushes itself after
+                    // this look is seen by the release in `unlock`.
+                    P::record(Event::FairUnlockEmpty);
+                    // SAFETY: forwarded from the caller.
+                    return unsafe { self.unlock() };
+                }
+                if s.addr() & STACK_LOCKED != 0 {
+                    // Another thread owns the stack: an unlocker waking a
+                    // sleeper, a sleeper marking itself starving, a timed
+                    // waiter leaving. Stack owners never block and hold the
+                    // stack for a bounded number of steps, so this wait is
+                    // bounded. It yields at once: spinning first, as
+                    // `unlock_starving` does, measured level in the six fair
+                    // cells (0.93-1.00, every cell overlapping; benches/results/
+                    // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
+                    P::wait_for_stack(&mut waits);
+                    s = self.state.load(Relaxed);
+                    continue;
+                }
+                // Acquire: pairs with the Release of the pushes and of the
+                // previous stack owner, so the nodes' fields are visible.
+                match self.take_stack_from(s, Acquire) {
+                    Ok(taken) => break taken,
+                    Err(now) => s = now,
+                }
+            };
+            // Our next wait for this lock, if it comes soon, stays awake (see
+            // `wait`).
+            P::note_hand_off(ptr::from_ref(self).addr());
+            // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
+            unsafe { self.hand_off(s) };
+        })
     }
 
     /// If somebody sleeps, hands the lock to the oldest sleeper and takes it
@@ -474,7 +507,7 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn lock_slow(&self) {
-        self.wait(None);
+        no_unwind::<P, _>(|| self.wait(None));
     }
 
     /// Takes the lock, waiting until `deadline` at the latest: `true` if
@@ -482,7 +515,7 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn lock_until_slow(&self, deadline: Deadline<P>) -> bool {
-        self.wait(Some(deadline))
+        no_unwind::<P, _>(|| self.wait(Some(deadline)))
     }
 
     /// The slow path of `lock` and, with a deadline, of the timed locks.
@@ -1195,11 +1228,8 @@ impl<P: Platform> Lock<P> {
     ) -> Result<*mut Node<P>, *mut Node<P>> {
         let taken = s.map_addr(|a| a | STACK_LOCKED);
         self.state.compare_exchange(s, taken, order, Relaxed)?;
-        if P::CHECKS {
-            assert!(
-                s.addr() & STACK_LOCKED == 0,
-                "a spinbit thread took the stack that another owns"
-            );
+        if P::CHECKS && s.addr() & STACK_LOCKED != 0 {
+            P::broken("a spinbit thread took the stack that another owns");
         }
         Ok(taken)
     }
@@ -1423,68 +1453,71 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     unsafe fn unlock_slow(&self, mut s: *mut Node<P>) {
-        // Whether `s` came from an unlock in starvation mode that found the
-        // mode ended: then the release below is its plain release.
-        let mut ended = false;
-        let (wake, old, new) = loop {
-            if s.addr() & STARVING != 0 && !ended {
-                // SAFETY: forwarded from the caller.
-                match unsafe { self.unlock_starving(s) } {
-                    None => return,
-                    Some(now) => {
-                        s = now;
-                        ended = true;
-                        continue;
+        // Aborts rather than unwind with the stack owned.
+        no_unwind::<P, _>(|| {
+            // Whether `s` came from an unlock in starvation mode that found the
+            // mode ended: then the release below is its plain release.
+            let mut ended = false;
+            let (wake, old, new) = loop {
+                if s.addr() & STARVING != 0 && !ended {
+                    // SAFETY: forwarded from the caller.
+                    match unsafe { self.unlock_starving(s) } {
+                        None => return,
+                        Some(now) => {
+                            s = now;
+                            ended = true;
+                            continue;
+                        }
                     }
                 }
-            }
-            let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
-            // After starvation mode ended too: a waiter may have pushed
-            // itself while we waited for a stack owner
-            // (`model::a_starving_unlock_wakes_a_push_once_the_mark_has_left`).
-            if P::FAULT == Fault::SkipWake
-                || (ended && P::FAULT == Fault::StarvingEndedReleasesWithoutWake)
-            {
-                wake = false;
-            }
-            let (new, order) = if wake {
-                // Release: publishes the critical section, as in `unlock`.
-                // Acquire: pairs with the Release of the pushes and of the
-                // previous stack owner, so the nodes' fields are visible.
-                let order = if cfg!(spinbit_tsan_negative_control) { Acquire } else { AcqRel };
-                (s.map_addr(|a| (a - LOCKED) | STACK_LOCKED), order)
-            } else if ended && P::FAULT == Fault::RelaxedStarvingRelease {
-                (s.map_addr(|a| a - LOCKED), Relaxed)
-            } else {
-                // Release: as in `unlock`
-                // (`model::a_starving_unlock_releases_once_the_mark_has_left`
-                // after starvation mode ended).
-                (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER)
+                let mut wake = s.addr() & STARVING == 0 && unlock_needs_slow_path(s);
+                // After starvation mode ended too: a waiter may have pushed
+                // itself while we waited for a stack owner
+                // (`model::a_starving_unlock_wakes_a_push_once_the_mark_has_left`).
+                if P::FAULT == Fault::SkipWake
+                    || (ended && P::FAULT == Fault::StarvingEndedReleasesWithoutWake)
+                {
+                    wake = false;
+                }
+                let (new, order) = if wake {
+                    // Release: publishes the critical section, as in `unlock`.
+                    // Acquire: pairs with the Release of the pushes and of the
+                    // previous stack owner, so the nodes' fields are visible.
+                    let order = if cfg!(spinbit_tsan_negative_control) { Acquire } else { AcqRel };
+                    (s.map_addr(|a| (a - LOCKED) | STACK_LOCKED), order)
+                } else if ended && P::FAULT == Fault::RelaxedStarvingRelease {
+                    (s.map_addr(|a| a - LOCKED), Relaxed)
+                } else {
+                    // Release: as in `unlock`
+                    // (`model::a_starving_unlock_releases_once_the_mark_has_left`
+                    // after starvation mode ended).
+                    (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER)
+                };
+                match self.state.compare_exchange(s, new, order, Relaxed) {
+                    Ok(_) => break (wake, s, new),
+                    // Relaxed: we decide again from the new value; no node is
+                    // read before the Acquire of a successful CAS.
+                    Err(now) => {
+                        s = now;
+                        ended = false;
+                    }
+                }
             };
-            match self.state.compare_exchange(s, new, order, Relaxed) {
-                Ok(_) => break (wake, s, new),
-                // Relaxed: we decide again from the new value; no node is
-                // read before the Acquire of a successful CAS.
-                Err(now) => {
-                    s = now;
-                    ended = false;
+            if !wake {
+                return record_skipped_wake(old);
+            }
+            P::record(Event::ReleasedToServe);
+            if P::FAULT == Fault::AbandonWakeWhenLocked {
+                // Broken on purpose: a stale look, and a release that does not
+                // re-check the word.
+                if self.state.load(Relaxed).addr() & LOCKED != 0 {
+                    self.state.fetch_and(!STACK_LOCKED, Release);
+                    return;
                 }
             }
-        };
-        if !wake {
-            return record_skipped_wake(old);
-        }
-        P::record(Event::ReleasedToServe);
-        if P::FAULT == Fault::AbandonWakeWhenLocked {
-            // Broken on purpose: a stale look, and a release that does not
-            // re-check the word.
-            if self.state.load(Relaxed).addr() & LOCKED != 0 {
-                self.state.fetch_and(!STACK_LOCKED, Release);
-                return;
-            }
-        }
-        // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
-        unsafe { self.serve(new) };
+            // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
+            unsafe { self.serve(new) };
+        })
     }
 
     /// The wake of `release_then_wake` (the measurement build and the
@@ -1497,50 +1530,53 @@ impl<P: Platform> Lock<P> {
     #[cold]
     #[inline(never)]
     unsafe fn wake_after_release(&self, old: *mut Node<P>) {
-        if old.addr() & STACK_LOCKED != 0 {
-            // Its owner decides on the current state when it gives the
-            // stack back (see `serve`).
-            P::record(Event::StackBusy);
-            return;
-        }
-        let mut s = self.state.load(Relaxed);
-        s = loop {
-            // Leave when nobody sleeps, when the stack has an owner (it
-            // decides when it gives the stack back), when the lock was
-            // re-taken (its holder's unlock decides, and hands over if
-            // STARVING is set: it was set before that holder's acquisition),
-            // or, outside starvation mode, when a spinner exists (it takes
-            // the lock, or retires onto the stack while the lock is held)
-            // and sleepers are not backed up.
-            if head(s).is_null()
-                || s.addr() & (LOCKED | STACK_LOCKED) != 0
-                || spinner_takes_wake(s.addr())
-            {
-                if s.addr() & STACK_LOCKED != 0 {
-                    P::record(Event::StackBusy);
+        // Aborts rather than unwind with the stack owned.
+        no_unwind::<P, _>(|| {
+            if old.addr() & STACK_LOCKED != 0 {
+                // Its owner decides on the current state when it gives the
+                // stack back (see `serve`).
+                P::record(Event::StackBusy);
+                return;
+            }
+            let mut s = self.state.load(Relaxed);
+            s = loop {
+                // Leave when nobody sleeps, when the stack has an owner (it
+                // decides when it gives the stack back), when the lock was
+                // re-taken (its holder's unlock decides, and hands over if
+                // STARVING is set: it was set before that holder's acquisition),
+                // or, outside starvation mode, when a spinner exists (it takes
+                // the lock, or retires onto the stack while the lock is held)
+                // and sleepers are not backed up.
+                if head(s).is_null()
+                    || s.addr() & (LOCKED | STACK_LOCKED) != 0
+                    || spinner_takes_wake(s.addr())
+                {
+                    if s.addr() & STACK_LOCKED != 0 {
+                        P::record(Event::StackBusy);
+                    }
+                    return;
                 }
-                return;
+                if P::FAULT == Fault::SkipWake {
+                    return;
+                }
+                // Acquire: pairs with the Release of the pushes and of the
+                // previous stack owner, so the nodes' fields are visible.
+                match self.take_stack_from(s, Acquire) {
+                    Ok(taken) => break taken,
+                    Err(now) => s = now,
+                }
+            };
+            if P::FAULT == Fault::AbandonWakeWhenLocked {
+                // Broken on purpose: a stale look, and a release that does not
+                // re-check the word.
+                if self.state.load(Relaxed).addr() & LOCKED != 0 {
+                    self.state.fetch_and(!STACK_LOCKED, Release);
+                    return;
+                }
             }
-            if P::FAULT == Fault::SkipWake {
-                return;
-            }
-            // Acquire: pairs with the Release of the pushes and of the
-            // previous stack owner, so the nodes' fields are visible.
-            match self.take_stack_from(s, Acquire) {
-                Ok(taken) => break taken,
-                Err(now) => s = now,
-            }
-        };
-        if P::FAULT == Fault::AbandonWakeWhenLocked {
-            // Broken on purpose: a stale look, and a release that does not
-            // re-check the word.
-            if self.state.load(Relaxed).addr() & LOCKED != 0 {
-                self.state.fetch_and(!STACK_LOCKED, Release);
-                return;
-            }
-        }
-        // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
-        unsafe { self.serve(s) };
+            // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
+            unsafe { self.serve(s) };
+        })
     }
 
     /// Serves the oldest sleeper: wakes it, or, if it is starving, hands it

@@ -17,7 +17,7 @@ use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{
     AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, SlowYield,
-    SlowYieldClockAtPush, ThreadPark, ThreadParkLosesTokens, WidePingPong,
+    SlowYieldClockAtPush, ThreadPark, ThreadParkLosesTokens, UnwindsPastNode, WidePingPong,
 };
 use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
@@ -145,10 +145,20 @@ thread_local! {
     static EVENTS: RefCell<Events> = RefCell::new(Events::default());
 }
 
+thread_local! {
+    /// Test hook: `record` panics when this thread records the event with
+    /// this index (see `a_panic_inside_a_lock_call_aborts`).
+    static PANIC_ON: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// Called by the native platforms' `Platform::record` in test builds.
 pub(crate) fn record(event: Event) {
     let i = event as usize;
     assert!(i < MAX_EVENTS, "raise MAX_EVENTS in src/tests.rs for {event:?}");
+    if PANIC_ON.get() == Some(i) {
+        PANIC_ON.set(None);
+        panic!("a panic injected at {event:?}");
+    }
     EVENTS.with_borrow_mut(|e| {
         e.counts[i] += 1;
         e.seen[i] = Some(event);
@@ -2367,4 +2377,89 @@ fn thread_id() -> i64 {
     }
     #[cfg(not(target_os = "linux"))]
     0
+}
+
+// ---------------------------------------------------------------------------
+// A panic inside a lock call aborts
+// ---------------------------------------------------------------------------
+
+/// The variable that makes `child_panics_while_its_node_is_linked` run.
+const PANIC_CHILD_VAR: &str = "SPINBIT_TEST_PANIC_CHILD";
+
+/// A thread's `lock` panics right after it pushed its node (an injected
+/// panic, standing in for any broken invariant or overflow there), while
+/// the node is linked into the mutex. Must abort the process, with a
+/// message: unwinding would free the node's frame with the node still on
+/// the stack, which the holder's unlock would then write to. If it
+/// unwinds (the negative control's platform), this child exits at once,
+/// before anything touches the dangling node.
+fn panic_while_linked<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>() {
+    let g = Guarded::<P>::new();
+    g.lock.lock();
+    let joined = thread::scope(|s| {
+        s.spawn(|| {
+            PANIC_ON.set(Some(Event::Parked as usize));
+            g.lock.lock();
+        })
+        .join()
+    });
+    eprintln!("child: `lock` returned or unwound: {}", joined.is_err());
+    std::process::exit(0);
+}
+
+#[test]
+#[ignore = "run by a_panic_inside_a_lock_call_aborts in a child process"]
+fn child_panics_while_its_node_is_linked() {
+    match std::env::var(PANIC_CHILD_VAR).as_deref() {
+        Ok("native") => panic_while_linked::<Native>(),
+        Ok("unwinds") => panic_while_linked::<UnwindsPastNode>(),
+        _ => {}
+    }
+}
+
+/// Runs `child_panics_while_its_node_is_linked` with `variant` and says
+/// whether it aborted with spinbit's message; `None` where the test binary
+/// cannot be re-executed (under a user-mode emulator).
+#[cfg(unix)]
+fn panicking_child_aborts(variant: &str) -> Option<Result<(), String>> {
+    use std::os::unix::process::ExitStatusExt;
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "tests::child_panics_while_its_node_is_linked", "--ignored"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(PANIC_CHILD_VAR, variant)
+        .output();
+    let out = match out {
+        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => return None,
+        Ok(out) if out.status.code() == Some(127) && out.stdout.is_empty() => return None,
+        Ok(out) => out,
+        Err(e) => panic!("cannot run the child: {e}"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let message = stderr.contains("would unwind past a linked waiter node; aborting");
+    if out.status.signal() == Some(libc::SIGABRT) && message {
+        Some(Ok(()))
+    } else {
+        Some(Err(format!("the child did not abort with the message: {:?}\n{stderr}", out.status)))
+    }
+}
+
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "spawns a process")]
+fn a_panic_inside_a_lock_call_aborts() {
+    if let Some(r) = panicking_child_aborts("native") {
+        r.unwrap();
+    }
+}
+
+/// Negative control: a lock whose panics unwind out of `lock` fails the
+/// check above.
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "spawns a process")]
+fn negative_control_a_panic_that_unwinds_out_of_lock_is_caught() {
+    if let Some(r) = panicking_child_aborts("unwinds") {
+        let e = r.expect_err("the check passed for a lock that unwinds");
+        assert!(e.contains("`lock` returned or unwound: true"), "{e}");
+    }
 }

@@ -108,6 +108,11 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     const MAX_PASSES: u32 = MAX_PASSES;
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;
+    const ABORT_ON_UNWIND: bool = false;
+
+    fn broken(what: &str) -> ! {
+        panic!("{what}")
+    }
 
     // Both are scheduling hints with no semantics; loom's versions would
     // force a switch to another thread and hide the interleavings where the

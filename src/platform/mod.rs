@@ -167,6 +167,9 @@ pub(crate) enum Fault {
     /// its cached tail to the new top, which keeps the tail it cached when
     /// it was the top itself.
     LeaveFromTopKeepsStaleTail,
+    /// A panic inside a lock call unwinds out of it (native test platform
+    /// `UnwindsPastNode` only), past a node still linked.
+    UnwindPastNode,
 }
 
 /// The lock's state word: an atomic tagged pointer to the top waiter node.
@@ -257,6 +260,20 @@ pub(crate) trait Platform: Sized + 'static {
     /// Whether the lock checks its invariants with assertions (the model
     /// always does, also in release builds).
     const CHECKS: bool = cfg!(debug_assertions);
+    /// Whether a panic inside a lock call aborts the process instead of
+    /// unwinding out of it, past a waiter node still linked on the unwound
+    /// stack or a waiter stack still owned (see [`Platform::broken`]). The
+    /// model checker's platform unwinds: loom reports a failed check, and a
+    /// deadlock, by panicking in the model's threads.
+    const ABORT_ON_UNWIND: bool = true;
+
+    /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
+    /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
+    /// else panics, for loom).
+    #[cold]
+    fn broken(what: &str) -> ! {
+        crate::lock::abort_with(what)
+    }
     /// Whether spinners time their looks ([`Platform::timed_look`]): only
     /// in the measurement build `--cfg spinbit_timed_looks` on x86_64
     /// (`arch::TIMED_LOOKS`), never in the model. Elsewhere the gap between

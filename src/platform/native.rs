@@ -55,6 +55,10 @@ pub(crate) type SlowYield = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD, 0>;
 /// first push, not at the first yield (a negative control).
 #[cfg(test)]
 pub(crate) type SlowYieldClockAtPush = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH, 0>;
+/// With a deliberate bug: a panic inside a lock call unwinds out of it (a
+/// negative control).
+#[cfg(test)]
+pub(crate) type UnwindsPastNode = NativeWith<OsParker, SPIN_ONE_UNWINDS, 0>;
 
 pub(crate) const SPIN_ONE: u8 = 0;
 #[cfg(any(test, feature = "bench-ablations"))]
@@ -71,6 +75,9 @@ pub(crate) const SPIN_ONE_SLOW_YIELD: u8 = 5;
 /// As `SPIN_ONE_SLOW_YIELD`, with `Fault::ClockStartsAtPush`
 /// (`SlowYieldClockAtPush`, tests only).
 pub(crate) const SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH: u8 = 6;
+/// As `SPIN_ONE`, with `Fault::UnwindPastNode` (`UnwindsPastNode`, tests
+/// only).
+pub(crate) const SPIN_ONE_UNWINDS: u8 = 7;
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -181,10 +188,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         _ => SpinPolicy::One,
     };
     const MAX_PASSES: u32 = MAX_PASSES;
-    const FAULT: super::Fault = if SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
-        super::Fault::ClockStartsAtPush
-    } else {
-        super::Fault::None
+    const FAULT: super::Fault = match SPIN {
+        SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH => super::Fault::ClockStartsAtPush,
+        SPIN_ONE_UNWINDS => super::Fault::UnwindPastNode,
+        _ => super::Fault::None,
     };
     const TIMED_LOOKS: bool = arch::TIMED_LOOKS;
 
