@@ -18,6 +18,14 @@
 //! [`RawFairMutex`]), and the crate re-exports the [`lock_api`] it is
 //! built on. There is no condition variable yet.
 //!
+//! [`ReentrantMutex`] is [`lock_api::ReentrantMutex`] over [`RawMutex`] and
+//! [`RawThreadId`] (the address of a thread-local, as in `parking_lot`): the
+//! thread that holds it may lock it again. With the `lock_api_04` feature,
+//! the module `spinbit::v04` has the same mutex behind lock_api 0.4's
+//! traits, with the type names of `parking_lot` 0.12 (`Mutex`, `FairMutex`,
+//! `ReentrantMutex`, their guards and raw types), for code built on that
+//! version.
+//!
 //! # The algorithm
 //!
 //! A classic adaptive mutex lets every waiter spin before it sleeps. With many
@@ -340,6 +348,7 @@
 //! when they end: the lock held (usually: the other thread was running a
 //! batch) doubles it, up to 10 µs; the lock free, and still free one look gap
 //! later (a hand-over that the pause delayed), halves it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -351,8 +360,12 @@ mod lock;
 mod model;
 mod platform;
 mod raw;
+mod reentrant;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "lock_api_04")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_04")))]
+pub mod v04;
 
 /// The README's examples run as doctests.
 #[cfg(doctest)]
@@ -360,6 +373,7 @@ mod tests;
 struct ReadmeDoctests;
 
 pub use raw::{RawFairMutex, RawMutex};
+pub use reentrant::RawThreadId;
 
 /// The `lock_api` version that spinbit's types are built on (0.5), for
 /// naming its traits and generic guards without a direct dependency that
@@ -401,3 +415,27 @@ pub type FairMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawFairMutex, T>;
 
 /// A [`FairMutexGuard`] mapped to a part of the protected data.
 pub type MappedFairMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawFairMutex, T>;
+
+/// A mutex that the thread holding it may lock again:
+/// [`lock_api::ReentrantMutex`] over [`RawMutex`] and [`RawThreadId`], as
+/// `parking_lot::ReentrantMutex`. Its guards give shared access only (use a
+/// `Cell` or `RefCell` inside).
+///
+/// ```
+/// use std::cell::Cell;
+///
+/// static DEPTH: spinbit::ReentrantMutex<Cell<u32>> = spinbit::ReentrantMutex::new(Cell::new(0));
+/// let outer = DEPTH.lock();
+/// let inner = DEPTH.lock(); // the same thread: no deadlock
+/// inner.set(outer.get() + 1);
+/// assert_eq!(outer.get(), 1);
+/// ```
+pub type ReentrantMutex<T> = lock_api::ReentrantMutex<RawMutex, RawThreadId, T>;
+
+/// An RAII guard for a [`ReentrantMutex`]; the mutex is unlocked when the
+/// last of its thread's guards is dropped.
+pub type ReentrantMutexGuard<'a, T> = lock_api::ReentrantMutexGuard<'a, RawMutex, RawThreadId, T>;
+
+/// A [`ReentrantMutexGuard`] mapped to a part of the protected data.
+pub type MappedReentrantMutexGuard<'a, T> =
+    lock_api::MappedReentrantMutexGuard<'a, RawMutex, RawThreadId, T>;
