@@ -309,9 +309,25 @@
 //! * Not process-shared: the waiter nodes are addresses on the waiters'
 //!   stacks, so the mutex must not be placed in memory shared between
 //!   processes.
-//! * After `fork`, the child must not unlock a mutex that had sleeping
-//!   waiters at the fork: their nodes belong to threads that do not exist in
-//!   the child.
+//! * After `fork`, the child has only the forking thread. A mutex that at
+//!   the fork was free, or held by the forking thread, with no other thread
+//!   waiting for it, works as usual in the child. The child must not use
+//!   any other mutex: one held by another thread stays locked for good (as
+//!   every mutex does), and one that other threads waited for (sleeping,
+//!   spinning, or woken and not yet running) keeps their traces in its
+//!   word. A fair unlock, a `bump`, or any unlock in starvation mode then
+//!   hands the lock to a thread that does not exist, and it stays locked
+//!   (the next `lock` hangs; `unlock_fair` itself may wait for good for a
+//!   waiter stack such a thread owned), and a `SPINNING` bit left by such a
+//!   thread makes unlocks skip the wakes that threads the child starts
+//!   would need. (The unit tests `a_mutex_uncontended_at_the_fork_works_in_the_child`
+//!   and `a_mutex_contended_at_the_fork_stays_locked_in_the_child` show
+//!   both.) Only async-signal-safe calls are allowed in the child of a
+//!   multi-threaded process anyway, until it calls `exec`.
+//! * Where a seccomp filter makes `futex` fail (ENOSYS, EPERM), a waiter
+//!   still sleeps: a few yields, then sleeps of 1 µs doubling up to 1 ms
+//!   between looks at its wait word, so a wake is seen within about a
+//!   millisecond. It never spins on the failing call.
 //! * Not async-signal-safe: a signal handler must not lock a mutex that its
 //!   own thread may hold or be waiting for (its waiter node is in use).
 //!

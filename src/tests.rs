@@ -2463,3 +2463,68 @@ fn negative_control_a_panic_that_unwinds_out_of_lock_is_caught() {
         assert!(e.contains("`lock` returned or unwound: true"), "{e}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// fork
+// ---------------------------------------------------------------------------
+
+/// Forks while this thread holds a mutex, with a sleeper in its `lock` if
+/// `contended`; in the child, hands the lock on with `unlock_fair` and then
+/// tries to take it again within 100 ms. Returns the child's exit code: 0
+/// if it took the lock, 1 if not. The child calls nothing that allocates
+/// or takes a lock of the parent's other threads (it may fork while
+/// another test's thread holds the allocator's lock), and leaves with
+/// `_exit`.
+#[cfg(target_os = "linux")]
+fn child_takes_the_lock_after_fork(contended: bool) -> i32 {
+    let g = Guarded::<Native>::new();
+    g.lock.lock();
+    thread::scope(|s| {
+        if contended {
+            s.spawn(|| g.increment());
+            while g.sleepers() < 1 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // SAFETY: plain `fork`; the child runs only the code below.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: locked by this thread before the fork.
+            unsafe { g.lock.unlock_fair() };
+            let deadline = Instant::now() + Duration::from_millis(100);
+            let took = g.lock.try_lock() || g.lock.lock_until_slow(deadline);
+            // SAFETY: `_exit` ends the child without running anything of
+            // the parent's (no destructors, no atexit handlers).
+            unsafe { libc::_exit(if took { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above; `status` is writable.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        // SAFETY: locked above; the sleeper, if any, takes it next.
+        unsafe { g.lock.unlock() };
+        assert!(libc::WIFEXITED(status), "the child did not exit: status {status:#x}");
+        libc::WEXITSTATUS(status)
+    })
+}
+
+/// What the crate docs say a forked child may do (Limits): a mutex that
+/// nobody but the forking thread held or waited for at the fork works as
+/// usual in the child.
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(miri, ignore = "fork")]
+fn a_mutex_uncontended_at_the_fork_works_in_the_child() {
+    assert_eq!(child_takes_the_lock_after_fork(false), 0);
+}
+
+/// And one that another thread waited for at the fork must not be used: a
+/// fair unlock hands the lock to a waiter that does not exist in the child,
+/// and it stays locked for good. The same check as above, failing: its
+/// negative control.
+#[test]
+#[cfg(target_os = "linux")]
+#[cfg_attr(miri, ignore = "fork")]
+fn a_mutex_contended_at_the_fork_stays_locked_in_the_child() {
+    assert_eq!(child_takes_the_lock_after_fork(true), 1);
+}
