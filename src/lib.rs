@@ -279,7 +279,7 @@
 //! waiter past its deadline while it spins adds at most the 2 µs spin
 //! budget and one yield, and one whose starvation deadline came just
 //! before its own adds at most the 10 µs it stays awake for a hand-off
-//! (`STARVED_AWAKE_NS`). The README gives measured figures.
+//! (`STARVED_AWAKE_NS`). docs/design.md gives measured figures.
 //!
 //! A waiter whose sleep timed out must leave the stack without a trace. It
 //! takes `STACK_LOCKED` like any stack owner (owners never block while

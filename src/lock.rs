@@ -70,7 +70,7 @@ const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
 /// Against the peers that turns
 /// those cells' throughput from at or above the fastest peer's to below it,
 /// without bringing their CPU per operation down to the cheapest peer's
-/// (README, "Why the 2-thread cells with critical sections cost more CPU
+/// (docs/benchmarks.md, "Why the 2-thread cells with critical sections cost more CPU
 /// per operation"). Untimed sleeps there rest on the others' backstop
 /// while spinners keep unlocks from waking them, which the crate docs'
 /// bound does not cover; this build is for measurement only.

@@ -7,7 +7,7 @@
 //! minutes of `cargo test` on two cores (the models run one at a time: see
 //! `ONE_MODEL_AT_A_TIME`; the crate is optimised in the test profile, see
 //! `Cargo.toml`), and a deeper one, used when
-//! `SPINBIT_LOOM_DEEP` is set (the README's deeper run, in release mode).
+//! `SPINBIT_LOOM_DEEP` is set (the deeper run of docs/verification.md, in release mode).
 //! `LOOM_MAX_PREEMPTIONS`, if set, overrides both.
 //!
 //! Every model also checks that the interleaving it is named after happened

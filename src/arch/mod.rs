@@ -124,7 +124,7 @@ pub(crate) const SPIN_NS: u64 = 2_000;
 /// per batch. Threads whose acquisitions are further apart than the window
 /// (long think times, long critical sections) are not affected; 100 ns of
 /// think time is not that far apart, and there the pair batches too, though
-/// turning the rule off did not raise throughput (README, "Why the cells
+/// turning the rule off did not raise throughput (docs/benchmarks.md, "Why the cells
 /// with 100 ns of think time trail"). 500 ns: with 2 µs (the spin
 /// budget) the rule also caught legitimate hand-overs, e.g. two threads that
 /// pass the lock back and forth around a 1 µs critical section
@@ -349,7 +349,7 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 /// at 20 µs (`t16/cs0` 32.4 Mops/s against 30.0-31.8, `t64/cs100` 7.41
 /// against 7.00-7.26). There
 /// this wait takes 6 % of the CPU time at `t64/cs1000` (`perf record`;
-/// README, Benchmarks). On a 2-core Intel Xeon VM (family 6, model 167) it
+/// docs/benchmarks.md). On a 2-core Intel Xeon VM (family 6, model 167) it
 /// took 3.8 % at `t32/cs100/think1000`, where four waits in five ran out
 /// (the test build's events `HandedWhileAwake` and `AwakeWaitRanOut`); a
 /// wait that each thread adapted to what its waits found (halved after a
