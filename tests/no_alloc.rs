@@ -89,7 +89,7 @@ impl Guarded {
         heap.allocations += 1;
         // Now and then a longer hold, as bookkeeping does: waiters then
         // sleep, and the stack backs up.
-        if heap.allocations.is_multiple_of(256) {
+        if heap.allocations.is_multiple_of(64) {
             spin_for(Duration::from_micros(20));
         }
         let r = op();
@@ -156,7 +156,7 @@ struct Reached {
     /// Timed locks that timed out.
     timed_out: u64,
     /// Fair unlocks after which the lock was still held at once (handed
-    /// to a sleeper, or taken by a woken one).
+    /// to a sleeper, or taken by another thread).
     fair_still_held: u64,
 }
 
@@ -209,7 +209,11 @@ fn workload(
                                 if rng.one_in(4) {
                                     call(|| lock_api::MutexGuard::bump(&mut g));
                                 }
+                                // A `FairMutex` guard's drop is a fair unlock.
                                 call(|| drop(g));
+                                if call(|| m.is_locked()) {
+                                    r.fair_still_held += 1;
+                                }
                             }
                             3..5 => {
                                 let g = call(|| plain.lock());
@@ -248,6 +252,19 @@ fn workload(
                 })
             })
             .collect();
+        // Two threads that only allocate and free: the allocator's mutex
+        // is contended whatever the others do.
+        for _ in 0..2 {
+            s.spawn(move || {
+                COUNTS.set(counts);
+                while start.elapsed() < dur {
+                    for _ in 0..64 {
+                        black_box(Vec::<u8>::with_capacity(64));
+                    }
+                    thread::yield_now();
+                }
+            });
+        }
         let mut total = Reached::default();
         for h in handles {
             let r = h.join().unwrap();
