@@ -23,7 +23,8 @@
 # default value to see it next to the others. The runs are timings: keep the
 # machine otherwise idle (`uptime` before and after). The default values
 # and what earlier sweeps showed are in each constant's doc comment; a
-# committed sweep is benches/results/sweep-x86_64-amd-epyc.md.
+# committed sweep was benches/results/sweep-x86_64-amd-epyc.md (in git at
+# 2dde755, see docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
