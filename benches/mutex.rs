@@ -70,6 +70,29 @@
 //!   one lock acquisition per item. Since a thread only pops after its own
 //!   pushes, the queue is never empty when it pops and nobody blocks on
 //!   anything but the lock. One operation is one push or one pop.
+//! * `plbench-*/t{T}/in{I}/out{O}`: the workload of parking_lot's own
+//!   benchmark (`benchmark/src/bin/mutex.rs`): each thread loops lock, `I`
+//!   dependent f64 multiply-adds (`v = v * 1.000001 + 0.5`) on the guarded
+//!   `f64`, unlock, `O` of the same on a thread-local `f64`. The lock sits
+//!   between two 300-byte pads, `#[repr(C)] { pad: [u8; 300], lock:
+//!   Mutex<f64>, pad2: [u8; 300] }`, as there (so not on a cache line of
+//!   its own). `I` is 1 in every profile. An operation is an acquisition.
+//!   `I` and `O` are loop counts, not calibrated ns: the JSON line has them
+//!   as `inner` and `outer`, and `cs` and `think` are `null`.
+//! * `lockbench-*/t{T}/locks{L}`: the workload of matklad's lock-bench: `L`
+//!   cache-padded `Mutex<u64>` in a `Vec`; each operation picks one at
+//!   random (a per-thread xorshift64, reduced by multiply-shift), locks it,
+//!   increments the `u64` and unlocks. After each window the harness checks
+//!   that the counters add up to the operations (else it panics: the locks
+//!   did not exclude). Where lock-bench times a fixed number of increments
+//!   per thread, this counts them in the same fixed-duration window as
+//!   every cell. The JSON line has `locks`; `cs` and `think` are `null`.
+//! * Thread counts relative to the machine: `available_parallelism()` is
+//!   read once at start-up (recorded as `cpus` in the meta line), and a
+//!   profile can ask for `contended` cells at multiples of it (1x to 8x:
+//!   oversubscription, where a convoy collapse showed on 16 CPUs). They are
+//!   named with the absolute thread count like every cell, and a cell the
+//!   profile has already is run once.
 //!
 //! # Layouts
 //!
@@ -105,7 +128,12 @@
 //! repetition (rep `r` starts with lock `r mod n`), and keeps for each lock
 //! the median of every metric, each taken separately:
 //!
-//! * throughput: operations / window seconds, all threads together;
+//! * throughput: operations / window seconds, all threads together; also
+//!   the worst window's, `ops_per_sec_min`, and every window's,
+//!   `ops_per_sec_reps`, in the order they ran: a metastable collapse shows
+//!   as one window at a fraction of the others, which a median hides. The
+//!   console line of each cell prints the median and, as `(worst ..)`, the
+//!   worst window's, in Mops/s;
 //! * CPU per operation: user+sys CPU of the whole process (`getrusage
 //!   RUSAGE_SELF` delta) / operations; the coordinator thread sleeps through
 //!   the window, so this is the worker threads' CPU;
@@ -130,7 +158,17 @@
 //! * timed cells: `timed_out`, the fraction of `try_lock_for` calls that
 //!   timed out, and `timeout_ns`, their timeout (both `null` in other
 //!   cells). In timed cells the latency percentiles time every
-//!   `try_lock_for` call, whatever its outcome.
+//!   `try_lock_for` call, whatever its outcome;
+//! * `stats`: what spinbit's policy decided, with the library's `stats`
+//!   feature (`--features bench-ablations,stats`): the process-wide
+//!   counters of `spinbit::stats`, reset before and read after every window
+//!   of spinbit and of its ablations, one object per window in the order
+//!   they ran (`slow_paths`, `spins`, `spins_won`, `sleeps`, `wakes`,
+//!   `hand_offs`, `starved`, `timeouts`, `wait_total_ns`, `wait_max_ns`);
+//!   the console line prints the window of median throughput's. `null`
+//!   for the other locks and without the feature (meta: `stats_feature`).
+//!   The counters cost slow paths a few shared atomic additions, so compare
+//!   throughput on runs without the feature.
 //!
 //! They go to `target/spinbit-bench/<target-triple>.jsonl` (or the file named
 //! by `SPINBIT_BENCH_OUT`), rewritten by each benchmarking run: a first line
@@ -140,8 +178,8 @@
 //! `tuning_overrides` naming the ones an environment variable set; machine:
 //! the CPU model, named from its implementer and part numbers on ARM,
 //! `cpu_id` with the x86 family and model numbers (`6/167`; empty
-//! elsewhere), and the commit measured, `-dirty` when tracked files differ
-//! from it), then
+//! elsewhere), `cpus` (`available_parallelism`), and the commit measured,
+//! `-dirty` when tracked files differ from it), then
 //! one object per
 //! cell per lock, with its `layout` (`inline`, `split`) and `unlock`
 //! (`plain`, `fair`). A run with a filter writes only the matching
@@ -175,37 +213,48 @@
 //!
 //! `SPINBIT_BENCH_PROFILE=quick`: inline: `uncontended`,
 //! `uncontended-timed`, threads {1,2,8,32} x cs {0, 1 µs} x think 0,
-//! `handoff/cs1000`, `queue/t8`, `timed/t8/cs1000/think0` (13 cells); fair:
-//! threads 8 x cs {0, 1 µs} x think 0 (2); split: threads {2,8} x cs 0 x
-//! think 0 (2). 17 cells, 129 (cell, lock) pairs with 9 locks (103 without
-//! the ablations; the timed cells run 3 locks); 3 reps of 80 ms windows,
+//! `handoff/cs1000`, `queue/t8`, `timed/t8/cs1000/think0`,
+//! `plbench/t8/in1/out10`, `lockbench/t8/locks2`, and cs 0 x think 0 at 8x
+//! the CPUs (`t16` on 2 CPUs; on 1 or 4 CPUs that is `t8` or `t32`, a cell
+//! the profile has already) (16 cells on 2 CPUs); fair: threads 8 x cs {0,
+//! 1 µs} x think 0 (2); split: threads {2,8} x cs 0 x think 0 (2). 20
+//! cells on 2 CPUs, 156 (cell, lock) pairs with 9 locks (124 without the
+//! ablations; the timed cells run 3 locks); 3 reps of 80 ms windows,
 //! criterion 10 samples, 30 ms warm-up, 150 ms measurement. The harness
-//! estimates 84 s (it counts criterion's part at the full profile's rate);
-//! a run took 59 s on a 2-core machine before the two timed cells were
-//! added, which take 3 s when run alone.
+//! estimates 101 s on 2 CPUs (it counts criterion's part at the full
+//! profile's rate); a run took 59 s on a 2-core machine before the two
+//! timed cells were added, which take 3 s when run alone, and the three
+//! cells of parking_lot's and matklad's workloads and oversubscription,
+//! which take 5 s each alone (estimated 6 s each, 17.6 s together).
 //!
 //! Full (the default), 5 reps of 400 ms windows, criterion 10 samples,
 //! 100 ms warm-up, 600 ms measurement:
 //!
 //! * inline: `uncontended`; threads {1,2,4,8,16,32,64} x cs {0, 100 ns,
 //!   1 µs, 10 µs} x think 0 (28 cells) and threads {2,8,32,64} x the same cs
-//!   x think ~10x cs (16); `handoff/cs{0,1000,10000}`; `queue/t{2,8,32}`:
-//!   51 cells;
+//!   x think ~10x cs (16); `handoff/cs{0,1000,10000}`; `queue/t{2,8,32}`;
+//!   `plbench/t{2,8,32}/in1/out{0,10,100,1000}` (12);
+//!   `lockbench/t{8,32}/locks{2,64,1000}` (6); cs 0 x think 0 and cs 1 µs x
+//!   think 10 µs at 1, 2, 4 and 8x the CPUs, less the cells above (on 2
+//!   CPUs: `t4` and `t16` with think, 2 cells; on 16 CPUs: `t128` without
+//!   think, `t16` and `t128` with it, 3): 71 cells on 2 CPUs;
 //! * timed (inline, 3 locks): `uncontended-timed`; threads {8,32} x cs {0,
 //!   1 µs} x think 0: 5 cells;
 //! * fair: threads {2,8,32} x cs {0, 1 µs} x think 0: 6 cells, 3 locks;
 //! * split: threads {2,8,32} x cs {0, 1 µs, 10 µs} x think 0,
 //!   `handoff/cs1000`, `queue/t8`: 11 cells.
 //!
-//! 73 cells, 591 (cell, lock) pairs with 9 locks (467 without the
-//! ablations). Four cells run alone in this profile on a 2-core machine
-//! took 3.0-3.8 s per pair (2 s of companion windows, the rest criterion's,
-//! see [`Profile::secs_per_run`]), so the full run takes about 591 x 3.45 s
-//! = ~2040 s, 34 minutes, on any number of cores (the windows are
-//! fixed-duration). The harness prints its own estimate when it starts; the
-//! budget is 35 minutes, which is why think time, the split layout and the
-//! timed cells run at fewer thread counts than the inline layout's think-0
-//! rows.
+//! 93 cells on 2 CPUs, 771 (cell, lock) pairs with 9 locks (607 without
+//! the ablations). Four cells run alone in this profile on a 2-core
+//! machine took 3.0-3.8 s per pair (2 s of companion windows, the rest
+//! criterion's, see [`Profile::secs_per_run`]), so the full run takes
+//! about 771 x 3.45 s = ~2660 s, 44 minutes, on any number of cores (the
+//! windows are fixed-duration; a machine with more CPUs has one more
+//! CPU-relative cell, 9 pairs, ~31 s). The harness prints its own estimate
+//! when it starts. The budget was 35 minutes (73 cells, 591 pairs) before
+//! the peers' workloads and the CPU-relative cells came (issue 45: ~10
+//! minutes more), which is why think time, the split layout and the timed
+//! cells run at fewer thread counts than the inline layout's think-0 rows.
 //!
 //! `SPINBIT_BENCH_PROFILE=sweep`: one point of the sensitivity sweep
 //! (`benches/sweep.sh` runs it once per value of one tuning constant, set
@@ -699,6 +748,12 @@ impl LockId {
         with_timed_family!(self, F => std::any::type_name::<F>()).is_some()
     }
 
+    /// Whether the lock is spinbit or one of its ablations, whose windows
+    /// the policy counters describe.
+    fn is_spinbit(self) -> bool {
+        self.name().starts_with("spinbit")
+    }
+
     /// Whether the lock runs in `cell`.
     fn runs_in(self, cell: Cell) -> bool {
         if cell.is_timed() && !self.has_timed_lock() {
@@ -1001,7 +1056,25 @@ enum Workload {
     Queue {
         threads: usize,
     },
+    /// parking_lot's own benchmark (`benchmark/src/bin/mutex.rs`): `inner`
+    /// f64 multiply-adds on the guarded `f64`, unlock, `outer` on a
+    /// thread-local `f64`; the lock between 300-byte pads.
+    PlBench {
+        threads: usize,
+        inner: u32,
+        outer: u32,
+    },
+    /// matklad's lock-bench: `locks` cache-padded `Mutex<u64>`s, each
+    /// operation increments one picked at random.
+    LockBench {
+        threads: usize,
+        locks: u32,
+    },
 }
+
+/// The f64 multiply-add iterations inside the lock in the `plbench` cells
+/// (parking_lot's benchmark is usually run with 1).
+const PL_INNER: u32 = 1;
 
 /// The timeout of every `try_lock_for` in the timed cells.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -1061,6 +1134,8 @@ impl Cell {
             Workload::Timed { .. } => "timed",
             Workload::Handoff { .. } => "handoff",
             Workload::Queue { .. } => "queue",
+            Workload::PlBench { .. } => "plbench",
+            Workload::LockBench { .. } => "lockbench",
         }
     }
     fn group(self) -> String {
@@ -1080,9 +1155,20 @@ impl Cell {
             Workload::Timed { threads, cs } => format!("{prefix}/t{threads}/cs{cs}/think0"),
             Workload::Handoff { cs } => format!("{prefix}/cs{cs}"),
             Workload::Queue { threads } => format!("{prefix}/t{threads}"),
+            Workload::PlBench { threads, inner, outer } => {
+                format!("{prefix}/t{threads}/in{inner}/out{outer}")
+            }
+            Workload::LockBench { threads, locks } => format!("{prefix}/t{threads}/locks{locks}"),
         }
     }
-    /// (threads, cs ns, think ns)
+    /// Whether the cell's critical section and think time are counted in
+    /// loop iterations of its own (`plbench`, `lockbench`) rather than in ns
+    /// of [`work`]: its `cs` and `think` are `null` in the results.
+    fn has_ns_params(self) -> bool {
+        !matches!(self.workload, Workload::PlBench { .. } | Workload::LockBench { .. })
+    }
+    /// (threads, cs ns, think ns); 0 ns for the cells without
+    /// [`Cell::has_ns_params`].
     fn params(self) -> (usize, u32, u32) {
         match self.workload {
             Workload::Uncontended | Workload::UncontendedTimed => (1, 0, 0),
@@ -1090,6 +1176,9 @@ impl Cell {
             Workload::Timed { threads, cs } => (threads, cs, 0),
             Workload::Handoff { cs } => (2, cs, 0),
             Workload::Queue { threads } => (threads, 0, 0),
+            Workload::PlBench { threads, .. } | Workload::LockBench { threads, .. } => {
+                (threads, 0, 0)
+            }
         }
     }
     /// Whether every acquisition is `try_lock_for(TIMEOUT)`.
@@ -1307,10 +1396,85 @@ fn run_placed<F: Family, P: Place>(
                 ThreadOut { ops, hist, timed_out: 0 }
             })
         }
+        Workload::PlBench { threads, inner, outer } => {
+            let m = Box::new(Padded {
+                pad: [0; 300],
+                lock: F::M::<P::Data<f64>>::new(P::wrap(1.0)),
+                pad2: [0; 300],
+            });
+            black_box((&m.pad, &m.pad2));
+            let m = &m.lock;
+            window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
+                let mut hist = new_hist();
+                let (inner, outer) = (black_box(inner), black_box(outer));
+                let mut local = 1.0 + id as f64;
+                let mut ops = 0u64;
+                while flags.running(id, ops) {
+                    let timed = mask.is_some_and(|k| ops & k == 0);
+                    let mut g = timed_lock(m, timed, &mut hist);
+                    let shared: &mut f64 = &mut g;
+                    for _ in 0..inner {
+                        *shared = f64_step(*shared);
+                    }
+                    F::unlock(g);
+                    for _ in 0..outer {
+                        local = f64_step(local);
+                    }
+                    ops += 1;
+                }
+                black_box(local);
+                ThreadOut { ops, hist, timed_out: 0 }
+            })
+        }
+        Workload::LockBench { threads, locks } => {
+            let ms: Vec<CachePadded<F::M<P::Data<u64>>>> =
+                (0..locks).map(|_| CachePadded::new(F::M::new(P::wrap(0)))).collect();
+            let all = &ms[..];
+            let s = window(threads, dur, min_ops, cal.tick_ns, |id, flags| {
+                let mut hist = new_hist();
+                // xorshift64, a different non-zero seed per thread.
+                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (id as u64 + 1).wrapping_mul(0x2545_f491);
+                let n = u64::from(locks);
+                let mut ops = 0u64;
+                while flags.running(id, ops) {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    // Multiply-shift: uniform enough in 0..n, no division.
+                    let m = &all[(((rng >> 32) * n) >> 32) as usize];
+                    let timed = mask.is_some_and(|k| ops & k == 0);
+                    let mut g = timed_lock(&**m, timed, &mut hist);
+                    **g += 1;
+                    F::unlock(g);
+                    ops += 1;
+                }
+                ThreadOut { ops, hist, timed_out: 0 }
+            });
+            // Every operation incremented one counter under its lock.
+            let total: u64 = all.iter().map(|m| **m.lock()).sum();
+            assert_eq!(total, s.ops, "lockbench: increments lost, the locks did not exclude");
+            s
+        }
         Workload::UncontendedTimed | Workload::Timed { .. } => {
             unreachable!("timed cells run in run_timed")
         }
     }
+}
+
+/// The lock of the `plbench` cells as parking_lot's benchmark lays it out:
+/// between two 300-byte pads (`#[repr(C)]` keeps them on either side).
+#[repr(C)]
+struct Padded<M> {
+    pad: [u8; 300],
+    lock: M,
+    pad2: [u8; 300],
+}
+
+/// One step of the `plbench` cells' dependent f64 arithmetic (a multiply
+/// and an add, as in parking_lot's benchmark).
+#[inline(always)]
+fn f64_step(v: f64) -> f64 {
+    v * 1.000_001 + 0.5
 }
 
 /// A new lock of timed family `F`, as [`new_lock`] places it.
@@ -1404,6 +1568,19 @@ struct Matrix {
     /// sections.
     timed_threads: &'static [usize],
     timed_cs: &'static [u32],
+    /// `plbench` cells: these thread counts x these iterations outside the
+    /// lock ([`PL_INNER`] inside).
+    pl_threads: &'static [usize],
+    pl_outer: &'static [u32],
+    /// `lockbench` cells: these thread counts x these numbers of locks.
+    lockbench_threads: &'static [usize],
+    lockbench_locks: &'static [u32],
+    /// `contended` cells at these multiples of the CPU count (threads =
+    /// multiple x `available_parallelism`) for each (cs, think) of
+    /// `cpu_cs_think`; a cell that another line of the profile already
+    /// has is not run twice.
+    cpu_multiples: &'static [usize],
+    cpu_cs_think: &'static [(u32, u32)],
     /// Cells named one by one, after all of the above.
     listed: &'static [Workload],
 }
@@ -1419,10 +1596,17 @@ impl Matrix {
         timed_uncontended: false,
         timed_threads: &[],
         timed_cs: &[],
+        pl_threads: &[],
+        pl_outer: &[],
+        lockbench_threads: &[],
+        lockbench_locks: &[],
+        cpu_multiples: &[],
+        cpu_cs_think: &[],
         listed: &[],
     };
 
-    fn cells(&self, layout: Layout, unlock: Unlock) -> Vec<Cell> {
+    /// The cells, for a machine of `cpus` CPUs.
+    fn cells(&self, layout: Layout, unlock: Unlock, cpus: usize) -> Vec<Cell> {
         let mut w = Vec::new();
         if self.uncontended {
             w.push(Workload::Uncontended);
@@ -1441,6 +1625,27 @@ impl Matrix {
         w.extend(self.queue_threads.iter().map(|&threads| Workload::Queue { threads }));
         for &cs in self.timed_cs {
             w.extend(self.timed_threads.iter().map(|&threads| Workload::Timed { threads, cs }));
+        }
+        for &outer in self.pl_outer {
+            w.extend(self.pl_threads.iter().map(|&threads| Workload::PlBench {
+                threads,
+                inner: PL_INNER,
+                outer,
+            }));
+        }
+        for &locks in self.lockbench_locks {
+            w.extend(
+                self.lockbench_threads
+                    .iter()
+                    .map(|&threads| Workload::LockBench { threads, locks }),
+            );
+        }
+        for &(cs, think) in self.cpu_cs_think {
+            w.extend(self.cpu_multiples.iter().map(|&k| Workload::Contended {
+                threads: k * cpus,
+                cs,
+                think,
+            }));
         }
         w.extend_from_slice(self.listed);
         w.into_iter().map(|workload| Cell { workload, layout, unlock }).collect()
@@ -1479,7 +1684,17 @@ const QUICK: Profile = Profile {
         timed_uncontended: true,
         timed_threads: &[8],
         timed_cs: &[1000],
-        listed: &[],
+        pl_threads: &[],
+        pl_outer: &[],
+        lockbench_threads: &[],
+        lockbench_locks: &[],
+        // One oversubscribed cell: 8x the CPUs (t16 on 2 CPUs).
+        cpu_multiples: &[8],
+        cpu_cs_think: &[(0, 0)],
+        listed: &[
+            Workload::PlBench { threads: 8, inner: PL_INNER, outer: 10 },
+            Workload::LockBench { threads: 8, locks: 2 },
+        ],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[8], ..Matrix::EMPTY },
     split: Matrix { cs: &[0], threads: &[2, 8], ..Matrix::EMPTY },
@@ -1504,6 +1719,12 @@ const FULL: Profile = Profile {
         timed_uncontended: true,
         timed_threads: &[8, 32],
         timed_cs: &[0, 1000],
+        pl_threads: &[2, 8, 32],
+        pl_outer: &[0, 10, 100, 1000],
+        lockbench_threads: &[8, 32],
+        lockbench_locks: &[2, 64, 1000],
+        cpu_multiples: &[1, 2, 4, 8],
+        cpu_cs_think: &[(0, 0), (1000, 10_000)],
         listed: &[],
     },
     fair: Matrix { cs: &[0, 1000], threads: &[2, 8, 32], ..Matrix::EMPTY },
@@ -1593,10 +1814,14 @@ impl Profile {
         self.reps as f64 * self.window.as_secs_f64() + 2.0 * criterion + 0.05
     }
 
-    fn cells(&self) -> Vec<Cell> {
-        let mut cells = self.inline.cells(Layout::Inline, Unlock::Plain);
-        cells.extend(self.fair.cells(Layout::Inline, Unlock::Fair));
-        cells.extend(self.split.cells(Layout::Split, Unlock::Plain));
+    /// The profile's cells for a machine of `cpus` CPUs, each once (the
+    /// cells at multiples of the CPU count can coincide with others).
+    fn cells(&self, cpus: usize) -> Vec<Cell> {
+        let mut cells = self.inline.cells(Layout::Inline, Unlock::Plain, cpus);
+        cells.extend(self.fair.cells(Layout::Inline, Unlock::Fair, cpus));
+        cells.extend(self.split.cells(Layout::Split, Unlock::Plain, cpus));
+        let mut seen = std::collections::HashSet::new();
+        cells.retain(|c| seen.insert(c.group()));
         cells
     }
 }
@@ -1900,6 +2125,7 @@ fn command_line(profile: &Profile, args: &Args, tuning: &[Tuning]) -> String {
     let features: Vec<&str> = [
         cfg!(feature = "bench-ablations").then_some("bench-ablations"),
         cfg!(feature = "tuning").then_some("tuning"),
+        STATS_FEATURE.then_some("stats"),
     ]
     .into_iter()
     .flatten()
@@ -1952,6 +2178,81 @@ fn median_sample(reps: &[Sample]) -> Sample {
     }
 }
 
+/// The worst of the windows: the lowest throughput (a collapse in one
+/// window shows here, not in the median).
+fn worst(reps: &[Sample]) -> f64 {
+    reps.iter().map(|r| r.ops_per_sec).filter(|x| !x.is_nan()).fold(f64::NAN, f64::min)
+}
+
+// ---------------------------------------------------------------------------
+// The policy's decisions
+// ---------------------------------------------------------------------------
+//
+// The library's `stats` feature (`spinbit::stats`: process-wide counters of
+// what the slow paths did). With it (`cargo bench --bench mutex --features
+// bench-ablations,stats`), the companion pass resets the counters before
+// every window of spinbit and its ablations and reads them after it, and
+// writes them, one object per window in the order the windows ran, as
+// `"stats"` in that cell's JSON line; the console line shows the window of
+// median throughput's. Without it, `"stats"` is `null`. The counters cover
+// every spinbit mutex of the process, and only the companion windows are
+// counted (criterion's are not). The library's counters cost only slow
+// paths, but they are shared cache lines: a run with the feature measures
+// a slightly different spinbit, so compare throughput on runs without it.
+
+// The three items below name the `stats` feature under
+// `allow(unexpected_cfgs)` because this file was committed before the
+// feature was declared in Cargo.toml (it was being added in the same
+// working tree); once it is declared, the allows are redundant and can go.
+
+/// Whether this build has the library's `stats` feature.
+#[allow(unexpected_cfgs)]
+const STATS_FEATURE: bool = cfg!(feature = "stats");
+
+/// Resets the library's policy counters before a window (a no-op without
+/// the `stats` feature).
+#[allow(unexpected_cfgs)]
+fn policy_reset() {
+    #[cfg(feature = "stats")]
+    spinbit::stats::reset();
+}
+
+/// The library's policy counters since the last [`policy_reset`], as a
+/// JSON object: slow paths entered, spin episodes and those that took the
+/// lock, sleeps, wakes, hand-offs, waiters that marked themselves
+/// starving, timed-out slow paths, the total and the longest slow path in
+/// ns. `None` without the `stats` feature.
+#[allow(unexpected_cfgs)]
+fn policy_counters() -> Option<String> {
+    #[cfg(feature = "stats")]
+    {
+        let s = spinbit::stats::snapshot();
+        Some(format!(
+            concat!(
+                "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
+                "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"timeouts\":{},",
+                "\"wait_total_ns\":{},\"wait_max_ns\":{}}}"
+            ),
+            s.slow_paths,
+            s.spins,
+            s.spins_won,
+            s.sleeps,
+            s.wakes,
+            s.hand_offs,
+            s.starved,
+            s.timeouts,
+            s.wait_total.as_nanos(),
+            s.wait_max.as_nanos(),
+        ))
+    }
+    #[cfg(not(feature = "stats"))]
+    None
+}
+
+// ---------------------------------------------------------------------------
+// The results file
+// ---------------------------------------------------------------------------
+
 struct Ctx {
     profile: &'static Profile,
     cal: Calibration,
@@ -1961,16 +2262,46 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn record(&mut self, cell: Cell, lock: LockId, s: &Sample, reps: &[Sample]) {
+    /// Writes the JSON line of `lock` in `cell`: `s`, the medians of
+    /// `reps`, the windows in the order they ran; `stats`, the policy
+    /// counters of each window ([`policy_counters`]).
+    fn record(
+        &mut self,
+        cell: Cell,
+        lock: LockId,
+        s: &Sample,
+        reps: &[Sample],
+        stats: &[Option<String>],
+    ) {
         let (threads, cs, think) = cell.params();
+        // The ns parameters and their work units, `null` where the cell
+        // counts loop iterations of its own instead.
+        let ns = |x: u32| if cell.has_ns_params() { x.to_string() } else { "null".into() };
+        let steps = |x: u32| {
+            if cell.has_ns_params() { units(x, self.cal).to_string() } else { "null".into() }
+        };
+        let (inner, outer, locks) = match cell.workload {
+            Workload::PlBench { inner, outer, .. } => {
+                (inner.to_string(), outer.to_string(), "null".into())
+            }
+            Workload::LockBench { locks, .. } => ("null".into(), "null".into(), locks.to_string()),
+            _ => ("null".into(), "null".into(), "null".to_string()),
+        };
+        let stats = if stats.iter().all(Option::is_none) {
+            "null".to_string()
+        } else {
+            let each: Vec<&str> = stats.iter().map(|x| x.as_deref().unwrap_or("null")).collect();
+            format!("[{}]", each.join(","))
+        };
         let line = format!(
             concat!(
                 "{{\"bench\":{},\"group\":{},\"lock\":{},\"layout\":{},\"unlock\":{},",
-                "\"threads\":{},\"cs\":{},\"think\":{},",
+                "\"threads\":{},\"cs\":{},\"think\":{},\"inner\":{},\"outer\":{},\"locks\":{},",
                 "\"cs_units\":{},\"think_units\":{},\"unit_ns\":{},\"ops\":{},\"secs\":{},",
-                "\"ops_per_sec\":{},\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
+                "\"ops_per_sec\":{},\"ops_per_sec_min\":{},\"ops_per_sec_reps\":[{}],",
+                "\"cpu_ns_per_op\":{},\"fairness\":{},\"p50\":{},\"p99\":{},",
                 "\"p999\":{},\"max\":{},\"max_reps\":[{}],\"ctxsw_per_op\":{},\"others_cpu\":{},",
-                "\"lat_every\":{},\"reps\":{},\"timeout_ns\":{},\"timed_out\":{},",
+                "\"lat_every\":{},\"reps\":{},\"timeout_ns\":{},\"timed_out\":{},\"stats\":{},",
                 "\"profile\":{},\"target\":{},\"emulated\":{}}}\n"
             ),
             js(cell.bench()),
@@ -1979,14 +2310,19 @@ impl Ctx {
             js(cell.layout.name()),
             js(cell.unlock.name()),
             threads,
-            cs,
-            think,
-            units(cs, self.cal),
-            units(think, self.cal),
+            ns(cs),
+            ns(think),
+            inner,
+            outer,
+            locks,
+            steps(cs),
+            steps(think),
             jn(self.cal.unit_ns),
             s.ops,
             jn(s.secs),
             jn(s.ops_per_sec),
+            jn(worst(reps)),
+            reps.iter().map(|r| jn(r.ops_per_sec)).collect::<Vec<_>>().join(","),
             jn(s.cpu_ns_per_op),
             jn(s.fairness),
             jn(s.p50),
@@ -2000,6 +2336,7 @@ impl Ctx {
             self.profile.reps,
             if cell.is_timed() { TIMEOUT.as_nanos().to_string() } else { "null".into() },
             jn(s.timed_out),
+            stats,
             js(self.profile.name),
             js(&self.triple),
             self.emulated,
@@ -2077,9 +2414,12 @@ fn main() {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let triple = target_triple();
     let emulated = emulated_cached();
+    // The CPUs this process may run on, read once, outside any window: the
+    // cells at multiples of it.
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
     // Every cell this run measures, with the locks it runs.
     let plan: Vec<(Cell, Vec<LockId>)> = profile
-        .cells()
+        .cells(cpus)
         .into_iter()
         .map(|cell| {
             let group = cell.group();
@@ -2129,7 +2469,7 @@ fn main() {
         let meta = format!(
             "{{\"bench\":\"meta\",\"profile\":{},\"command\":{},\"target\":{},\"emulated\":{},\
              \"unit_ns\":{},\"tick_ns\":{},\"reps\":{},\"window_ms\":{},\"locks\":[{}],\
-             \"tuning_feature\":{},\"tuning\":{{{}}},\"tuning_overrides\":[{}],{}}}\n",
+             \"tuning_feature\":{},\"tuning\":{{{}}},\"tuning_overrides\":[{}],\"cpus\":{cpus},\"stats_feature\":{},{}}}\n",
             js(profile.name),
             js(&command_line(profile, &args, &tuning)),
             js(&triple),
@@ -2151,6 +2491,7 @@ fn main() {
                 .map(|t| js(t.name))
                 .collect::<Vec<_>>()
                 .join(","),
+            STATS_FEATURE,
             machine_fields(&cpuinfo),
         );
         f.write_all(meta.as_bytes()).expect("writing the results file");
@@ -2176,30 +2517,45 @@ fn main() {
         let mut ns_per_op = vec![1000.0f64; LOCKS.len()];
         if args.benchmarking {
             let mut reps: Vec<Vec<Sample>> = vec![Vec::new(); selected.len()];
+            let mut stats: Vec<Vec<Option<String>>> = vec![Vec::new(); selected.len()];
             for r in 0..profile.reps {
                 for k in 0..selected.len() {
                     let i = (r + k) % selected.len();
+                    let counted = selected[i].is_spinbit();
+                    if counted {
+                        policy_reset();
+                    }
                     let s = run_lock(selected[i], cell, profile.window, 0, cal);
                     reps[i].push(s);
+                    stats[i].push(if counted { policy_counters() } else { None });
                 }
             }
             let mut line = format!("{group_name}:");
             for (i, &lock) in selected.iter().enumerate() {
                 let s = median_sample(&reps[i]);
-                ctx.record(cell, lock, &s, &reps[i]);
+                ctx.record(cell, lock, &s, &reps[i], &stats[i]);
                 let idx = LOCKS.iter().position(|&l| l == lock).unwrap_or(0);
                 ns_per_op[idx] = 1e9 / s.ops_per_sec.max(1.0);
                 let _ = write!(
                     line,
-                    " {} {:.2}M/s {:.0}ns-cpu f{:.2} o{:.2}",
+                    " {} {:.2}M/s (worst {:.2}) {:.0}ns-cpu f{:.2} o{:.2}",
                     lock.name(),
                     s.ops_per_sec / 1e6,
+                    worst(&reps[i]) / 1e6,
                     s.cpu_ns_per_op,
                     s.fairness,
                     s.others_cpu
                 );
                 if s.timed_out.is_finite() {
                     let _ = write!(line, " timed-out {:.3}", s.timed_out);
+                }
+                // The policy's decisions in the window of median throughput.
+                let mid = (0..reps[i].len()).min_by(|&a, &b| {
+                    let d = |j: usize| (reps[i][j].ops_per_sec - s.ops_per_sec).abs();
+                    d(a).total_cmp(&d(b))
+                });
+                if let Some(st) = mid.and_then(|j| stats[i][j].as_deref()) {
+                    let _ = write!(line, " policy {st}");
                 }
                 line.push(';');
             }

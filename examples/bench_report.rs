@@ -78,6 +78,16 @@ struct Row {
     cs: u32,
     think: u32,
     mops: f64,
+    /// The worst window's throughput (NaN in results from before the
+    /// field existed): a collapse in one window shows here, not in `mops`.
+    mops_min: f64,
+    /// `plbench` cells: the f64 iterations inside and outside the lock
+    /// (NaN elsewhere; those cells' `cs` and `think` are not in ns and read
+    /// as 0).
+    inner: f64,
+    outer: f64,
+    /// `lockbench` cells: the number of locks (NaN elsewhere).
+    locks: f64,
     cpu: f64,
     fairness: f64,
     p50: f64,
@@ -123,6 +133,10 @@ impl Row {
             cs: j.num("cs") as u32,
             think: j.num("think") as u32,
             mops: j.num("ops_per_sec") / 1e6,
+            mops_min: j.num("ops_per_sec_min") / 1e6,
+            inner: j.num("inner"),
+            outer: j.num("outer"),
+            locks: j.num("locks"),
             cpu: j.num("cpu_ns_per_op"),
             fairness: j.num("fairness"),
             p50: j.num("p50"),
@@ -339,9 +353,25 @@ fn describe_cell(c: &Cell) -> String {
             format!("two threads hand the lock over; critical section {}", f_ns(r.cs as f64))
         }
         "queue" => format!("{} threads push 100 then pop 100 items each", r.threads),
+        "plbench" => format!(
+            "{} thread(s), parking_lot's benchmark: {} f64 multiply-add(s) on the guarded `f64`, \
+             {} on a thread-local one between, the lock between 300-byte pads",
+            r.threads,
+            f_num(r.inner, 0),
+            f_num(r.outer, 0)
+        ),
+        "lockbench" => format!(
+            "{} thread(s), matklad's lock-bench: each operation increments one of {} \
+             cache-padded `Mutex<u64>` picked at random",
+            r.threads,
+            f_num(r.locks, 0)
+        ),
         _ => String::new(),
     };
     let layout = match r.layout.as_str() {
+        "inline" if r.bench == "plbench" => {
+            "; the `f64` right after the lock word, in its cache line (`Mutex<f64>`)"
+        }
         "inline" => "; the data right after the lock word, in its cache line (`Mutex<u64>`)",
         "split" => "; the data on a cache line of its own",
         _ => "",
@@ -727,6 +757,12 @@ fn merge(
             let med = |f: fn(&Row) -> f64| median(same.iter().map(|r| f(r)).collect());
             rows.push(Row {
                 mops: med(|r| r.mops),
+                // The worst window of every run.
+                mops_min: same
+                    .iter()
+                    .map(|r| r.mops_min)
+                    .filter(|x| !x.is_nan())
+                    .fold(f64::NAN, f64::min),
                 cpu: med(|r| r.cpu),
                 fairness: med(|r| r.fairness),
                 p50: med(|r| r.p50),
@@ -765,7 +801,8 @@ fn merge(
 /// Whether spinbit is at or above the best peer in a cell, per goal
 /// (`report::wins`, the rules of `examples/cross_cpu.rs`).
 fn wins(c: &Cell, r: &Ratios) -> [Option<bool>; 4] {
-    let no_think = c.first().think == 0;
+    // `plbench` cells have think time when they iterate outside the lock.
+    let no_think = c.first().think == 0 && (c.first().outer.is_nan() || c.first().outer == 0.0);
     report::wins(r.thrpt, r.cpu, no_think, (r.fair, r.peer_fair.value), r.max / r.peer_max.value)
 }
 
@@ -975,7 +1012,12 @@ fn report(
          on a cache line of its own. **fair** cells: every unlock is \
          `MutexGuard::unlock_fair`, so only the locks that have one run them.\n\
          * **Mops/s**: million lock+unlock (handoff: handoffs; queue: pushes and pops) \
-         per second, all threads together.\n\
+         per second, all threads together; the median of the windows. **worst window**: \
+         the lowest of them, so that a collapse in one window shows.\n\
+         * **plbench** cells: parking_lot's own benchmark (f64 multiply-adds inside \
+         and between, the lock between 300-byte pads); **lockbench**: matklad's \
+         lock-bench (each operation on one of many locks, picked at random). \
+         Their `in`/`out` and `locks` parameters are loop counts, not ns.\n\
          * **CPU ns/op**: user+sys CPU time of the process per operation \
          (`getrusage`), so spinning and futex traffic count.\n\
          * **fairness**: fewest / most operations of any thread (1 = even, \
@@ -1007,11 +1049,12 @@ fn report(
     writeln!(w, "## Summary: spinbit / best peer\n")?;
     writeln!(
         w,
-        "| cell | spinbit Mops/s | throughput ratio | fastest peer | CPU/op ratio | cheapest peer \
+        "| cell | spinbit Mops/s | spinbit worst window | throughput ratio | fastest peer \
+         | CPU/op ratio | cheapest peer \
          | fairness spinbit | fairest peer | p99.9 spinbit | lowest peer p99.9 | p99.9 ratio \
          | max spinbit | lowest peer max | max ratio | others' CPUs |"
     )?;
-    writeln!(w, "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(w, "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     let named = |value: String, lock: &str| {
         if lock.is_empty() { value } else { format!("{value} ({lock})") }
     };
@@ -1020,9 +1063,10 @@ fn report(
         let s = c.row("spinbit");
         writeln!(
             w,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.group,
             f_mops(s.map_or(f64::NAN, |s| s.mops)),
+            f_mops(s.map_or(f64::NAN, |s| s.mops_min)),
             f_sig(r.thrpt),
             r.thrpt_peer,
             f_sig(r.cpu),
@@ -1347,16 +1391,18 @@ fn report(
         let (head, rule) = if timed { (" timed out |", "---:|") } else { ("", "") };
         writeln!(
             w,
-            "| lock | Mops/s | CPU ns/op | fairness | p50 | p99 | p99.9 | max | ctxsw/op |{head}"
+            "| lock | Mops/s | worst window | CPU ns/op | fairness | p50 | p99 | p99.9 | max \
+             | ctxsw/op |{head}"
         )?;
-        writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|{rule}")?;
+        writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{rule}")?;
         for r in &c.rows {
             let name = if r.lock == "spinbit" { format!("**{}**", r.lock) } else { r.lock.clone() };
             let extra = if timed { format!(" {} |", f_pct(r.timed_out)) } else { String::new() };
             writeln!(
                 w,
-                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |{extra}",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |{extra}",
                 f_mops(r.mops),
+                f_mops(r.mops_min),
                 f_num(r.cpu, 0),
                 f_num(r.fairness, 2),
                 f_ns(r.p50),
