@@ -369,6 +369,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(feature = "bench-ablations")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bench-ablations")))]
 pub mod ablation;
 mod arch;
 mod lock;
@@ -400,6 +401,7 @@ pub use lock_api;
 /// `try_lock_arc_for`, ...), as in `parking_lot`: e.g.
 /// `ArcMutexGuard<spinbit::RawMutex, T>`.
 #[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
 pub use lock_api::ArcMutexGuard;
 
 /// A mutual exclusion primitive protecting a `T`, built on [`RawMutex`].
