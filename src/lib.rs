@@ -26,6 +26,11 @@
 //! `ReentrantMutex`, their guards and raw types), for code built on that
 //! version.
 //!
+//! With the `stats` feature, the module `spinbit::stats` counts what the
+//! slow paths of every spinbit mutex in the process did (waits, spins,
+//! sleeps, wakes, hand-offs, the longest waits and their call sites);
+//! without it, the code is the same as if the module did not exist.
+//!
 //! # The algorithm
 //!
 //! A classic adaptive mutex lets every waiter spin before it sleeps. With many
@@ -378,6 +383,9 @@ mod model;
 mod platform;
 mod raw;
 mod reentrant;
+#[cfg(feature = "stats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
+pub mod stats;
 #[cfg(test)]
 mod tests;
 #[cfg(feature = "lock_api_04")]

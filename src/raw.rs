@@ -51,8 +51,14 @@ macro_rules! raw_mutex {
             type Guard = lock_api::GuardSend;
 
             #[inline]
+            #[cfg_attr(feature = "stats", track_caller)]
             fn lock(&self) -> Self::Guard {
+                #[cfg(not(feature = "stats"))]
                 self.lock.lock();
+                #[cfg(feature = "stats")]
+                if !self.lock.try_lock() {
+                    self.counted_lock_slow();
+                }
                 lock_api::GuardSend::new()
             }
 
@@ -106,9 +112,24 @@ macro_rules! raw_mutex {
             ///
             /// As for [`lock_api::RawMutex::unlock`].
             #[inline]
+            #[cfg_attr(feature = "stats", track_caller)]
             unsafe fn bump(&self, _guard: &mut Self::Guard) {
                 // SAFETY: forwarded from the caller.
+                #[cfg(not(feature = "stats"))]
                 unsafe { self.lock.bump() }
+                // `Lock::bump`, with the re-lock counted and charged to
+                // the caller: if anybody sleeps, a fair unlock and a lock.
+                // The lock cannot unwind (its slow path aborts instead), so
+                // the lock is held again whenever this returns.
+                #[cfg(feature = "stats")]
+                if self.lock.state.load(core::sync::atomic::Ordering::Relaxed).addr()
+                    & !$crate::lock::FLAGS
+                    != 0
+                {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { self.lock.unlock_fair() };
+                    <Self as lock_api::RawMutex>::lock(self);
+                }
             }
         }
 
@@ -127,6 +148,7 @@ macro_rules! raw_mutex {
             /// long after it is in the crate documentation ("Timed
             /// locking").
             #[inline]
+            #[cfg_attr(feature = "stats", track_caller)]
             fn try_lock_for(&self, timeout: std::time::Duration) -> Option<Self::Guard> {
                 (self.lock.try_lock() || self.try_lock_for_slow(timeout))
                     .then(lock_api::GuardSend::new)
@@ -135,6 +157,7 @@ macro_rules! raw_mutex {
             /// Takes the lock, waiting until `deadline` at the latest. A
             /// deadline in the past is one attempt, as `try_lock`.
             #[inline]
+            #[cfg_attr(feature = "stats", track_caller)]
             fn try_lock_until(&self, deadline: std::time::Instant) -> Option<Self::Guard> {
                 (self.lock.try_lock() || self.try_lock_until_slow(deadline))
                     .then(lock_api::GuardSend::new)
@@ -146,24 +169,51 @@ macro_rules! raw_mutex {
             /// the inlined fast path is `try_lock`'s.
             #[cold]
             #[inline(never)]
+            #[cfg_attr(feature = "stats", track_caller)]
             fn try_lock_for_slow(&self, timeout: std::time::Duration) -> bool {
                 if timeout.is_zero() {
                     return false;
                 }
                 match std::time::Instant::now().checked_add(timeout) {
-                    Some(deadline) => self.lock.lock_until_slow(deadline),
-                    None => {
+                    Some(deadline) => Self::counted(|| self.lock.lock_until_slow(deadline)),
+                    None => Self::counted(|| {
                         self.lock.lock();
                         true
-                    }
+                    }),
                 }
             }
 
             /// `try_lock_until` once `try_lock` failed.
             #[cold]
             #[inline(never)]
+            #[cfg_attr(feature = "stats", track_caller)]
             fn try_lock_until_slow(&self, deadline: std::time::Instant) -> bool {
-                std::time::Instant::now() < deadline && self.lock.lock_until_slow(deadline)
+                std::time::Instant::now() < deadline
+                    && Self::counted(|| self.lock.lock_until_slow(deadline))
+            }
+
+            /// Runs `slow`, a lock call's slow path that returns whether it
+            /// took the lock; with the `stats` feature, counts and times it
+            /// and charges it to the caller's call site.
+            #[inline(always)]
+            #[cfg_attr(feature = "stats", track_caller)]
+            fn counted(slow: impl FnOnce() -> bool) -> bool {
+                #[cfg(feature = "stats")]
+                return $crate::stats::slow_path(core::panic::Location::caller(), slow);
+                #[cfg(not(feature = "stats"))]
+                slow()
+            }
+
+            /// `lock` once `try_lock` failed, counted (feature `stats`).
+            #[cfg(feature = "stats")]
+            #[cold]
+            #[inline(never)]
+            #[track_caller]
+            fn counted_lock_slow(&self) {
+                Self::counted(|| {
+                    self.lock.lock_slow();
+                    true
+                });
             }
         }
     };
@@ -220,6 +270,7 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
     type Guard = <RawMutex as lock_api::RawMutex>::Guard;
 
     #[inline]
+    #[cfg_attr(feature = "stats", track_caller)]
     fn lock(&self) -> Self::Guard {
         lock_api::RawMutex::lock(&self.0)
     }
@@ -267,6 +318,7 @@ unsafe impl lock_api::RawMutexFair for RawFairMutex {
     ///
     /// As for [`lock_api::RawMutex::unlock`].
     #[inline]
+    #[cfg_attr(feature = "stats", track_caller)]
     unsafe fn bump(&self, guard: &mut Self::Guard) {
         // SAFETY: forwarded from the caller.
         unsafe { lock_api::RawMutexFair::bump(&self.0, guard) }
@@ -280,11 +332,13 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
     type Instant = <RawMutex as lock_api::RawMutexTimed>::Instant;
 
     #[inline]
+    #[cfg_attr(feature = "stats", track_caller)]
     fn try_lock_for(&self, timeout: Self::Duration) -> Option<Self::Guard> {
         lock_api::RawMutexTimed::try_lock_for(&self.0, timeout)
     }
 
     #[inline]
+    #[cfg_attr(feature = "stats", track_caller)]
     fn try_lock_until(&self, deadline: Self::Instant) -> Option<Self::Guard> {
         lock_api::RawMutexTimed::try_lock_until(&self.0, deadline)
     }

@@ -265,6 +265,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn note_spin_acquire() {
         LAST_SPIN_ACQUIRE.with(|t| t.set(arch::ticks()));
+        #[cfg(feature = "stats")]
+        crate::stats::spin_won();
     }
     #[inline]
     fn spun_recently() -> bool {
@@ -396,9 +398,12 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     fn expired(deadline: std::time::Instant, _slept: bool) -> bool {
         std::time::Instant::now() >= deadline
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "stats"))]
     #[inline(always)]
     fn record(event: super::Event) {
+        #[cfg(feature = "stats")]
+        crate::stats::record(event);
+        #[cfg(test)]
         crate::tests::record(event);
     }
     #[cfg(test)]
