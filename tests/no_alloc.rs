@@ -261,7 +261,6 @@ fn workload(
                     for _ in 0..64 {
                         black_box(Vec::<u8>::with_capacity(64));
                     }
-                    thread::yield_now();
                 }
             });
         }
@@ -292,7 +291,7 @@ fn no_lock_call_allocates_even_under_a_guarded_allocator() {
     assert!(reached.long_waits >= 20, "{reached:?}");
     assert!(reached.timed_out >= 20, "{reached:?}");
     assert!(reached.fair_still_held >= 20, "{reached:?}");
-    assert!(HEAP_CONTENDED.load(Relaxed) >= 100, "{}", HEAP_CONTENDED.load(Relaxed));
+    assert!(HEAP_CONTENDED.load(Relaxed) >= 50, "{}", HEAP_CONTENDED.load(Relaxed));
 }
 
 /// Negative control: a lock call whose slow path allocates (as the count of
