@@ -2200,18 +2200,11 @@ fn worst(reps: &[Sample]) -> f64 {
 // paths, but they are shared cache lines: a run with the feature measures
 // a slightly different spinbit, so compare throughput on runs without it.
 
-// The three items below name the `stats` feature under
-// `allow(unexpected_cfgs)` because this file was committed before the
-// feature was declared in Cargo.toml (it was being added in the same
-// working tree); once it is declared, the allows are redundant and can go.
-
 /// Whether this build has the library's `stats` feature.
-#[allow(unexpected_cfgs)]
 const STATS_FEATURE: bool = cfg!(feature = "stats");
 
 /// Resets the library's policy counters before a window (a no-op without
 /// the `stats` feature).
-#[allow(unexpected_cfgs)]
 fn policy_reset() {
     #[cfg(feature = "stats")]
     spinbit::stats::reset();
@@ -2222,7 +2215,6 @@ fn policy_reset() {
 /// lock, sleeps, wakes, hand-offs, waiters that marked themselves
 /// starving, timed-out slow paths, the total and the longest slow path in
 /// ns. `None` without the `stats` feature.
-#[allow(unexpected_cfgs)]
 fn policy_counters() -> Option<String> {
     #[cfg(feature = "stats")]
     {
