@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Ordering mutation check of src/lock.rs against the loom models:
+# Ordering mutation check of src/lock/ against the loom models:
 #
 #   tests/mutants.sh [JOBS [NAME...]]
 #   tests/mutants.sh 2
 #   tests/mutants.sh 1 push-release unlock-release
 #   tests/mutants.sh --check      # only checks that every mutant still applies
 #
-# Each mutant below weakens one atomic ordering of src/lock.rs (one
-# occurrence of one piece of text, replaced). For each, the script copies
+# Each mutant below weakens one atomic ordering of src/lock/ (one
+# occurrence of one piece of text in one file, replaced). For each, the script copies
 # the crate to target/mutants/work-J (J: the job), applies the change, and
 # runs the models as `cargo test` does (`cargo test --lib model::`, default
 # bounds, one model at a time), stopping at the first model that fails. A
@@ -49,25 +49,25 @@ if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-# One mutant per line: name, occurrence (1-based), text, replacement,
-# separated by " ## ".
+# One mutant per line: name, file (in src/lock/), occurrence in that file
+# (1-based), text, replacement, separated by " ## ".
 mutants=(
-  'try-lock-acquire ## 1 ## self.state.fetch_or(LOCKED, Acquire) ## self.state.fetch_or(LOCKED, Relaxed)'
-  'unlock-release ## 1 ## s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed) ## s.map_addr(|a| a - LOCKED), Relaxed, Relaxed)'
-  'slow-release ## 1 ## (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER) ## (s.map_addr(|a| a - LOCKED), Relaxed)'
-  'wake-release-release ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Acquire }'
-  'wake-release-acquire ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Release }'
-  'fair-take-stack-acquire ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'push-release ## 1 ## compare_exchange(s, with_flags(me, f), Release, Relaxed) ## compare_exchange(s, with_flags(me, f), Relaxed, Relaxed)'
-  'starve-mark-failure-acquire ## 1 ## a | STARVING), Relaxed, Acquire) ## a | STARVING), Relaxed, Relaxed)'
-  'take-stack-acquire ## 2 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'leave-give-back-release ## 1 ## with_flags(s, f), Release, retry) ## with_flags(s, f), Relaxed, retry)'
-  'spin-acquire ## 1 ## self.state.compare_exchange(s, new, Acquire, Relaxed)?; ## self.state.compare_exchange(s, new, Relaxed, Relaxed)?;'
-  'look-take-stack-acquire ## 3 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'unlock-take-stack-acquire ## 4 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'serve-release ## 1 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
-  'starving-take-stack-acquire ## 5 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'pop-empty-release ## 1 ## compare_exchange(s, empty, Release, retry_order ## compare_exchange(s, empty, Relaxed, retry_order'
+  'try-lock-acquire ## mod.rs ## 1 ## self.state.fetch_or(LOCKED, Acquire) ## self.state.fetch_or(LOCKED, Relaxed)'
+  'unlock-release ## mod.rs ## 1 ## s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed) ## s.map_addr(|a| a - LOCKED), Relaxed, Relaxed)'
+  'slow-release ## wake.rs ## 1 ## (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER) ## (s.map_addr(|a| a - LOCKED), Relaxed)'
+  'wake-release-release ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Acquire }'
+  'wake-release-acquire ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Release }'
+  'fair-take-stack-acquire ## mod.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
+  'push-release ## wait.rs ## 1 ## compare_exchange(s, with_flags(me, f), Release, Relaxed) ## compare_exchange(s, with_flags(me, f), Relaxed, Relaxed)'
+  'starve-mark-failure-acquire ## wait.rs ## 1 ## a | STARVING), Relaxed, Acquire) ## a | STARVING), Relaxed, Relaxed)'
+  'take-stack-acquire ## stack.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
+  'leave-give-back-release ## stack.rs ## 1 ## with_flags(s, f), Release, retry) ## with_flags(s, f), Relaxed, retry)'
+  'spin-acquire ## wait.rs ## 1 ## self.state.compare_exchange(s, new, Acquire, Relaxed)?; ## self.state.compare_exchange(s, new, Relaxed, Relaxed)?;'
+  'look-take-stack-acquire ## wait.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
+  'unlock-take-stack-acquire ## wake.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
+  'serve-release ## wake.rs ## 1 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
+  'starving-take-stack-acquire ## wake.rs ## 2 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
+  'pop-empty-release ## wake.rs ## 1 ## compare_exchange(s, empty, Release, retry_order ## compare_exchange(s, empty, Relaxed, retry_order'
 )
 
 # Mutants that no model can catch, and why (the comment at the ordering
@@ -78,13 +78,15 @@ declare -A known=(
 )
 
 out=target/mutants
-src=src/lock.rs
+dir=src/lock
 mkdir -p "$out"
 
-# Splits mutant $1 into the globals name, occ, text, rep.
+# Splits mutant $1 into the globals name, src (its file), occ, text, rep.
 parse() {
   local rest=$1
   name=${rest%% ## *}
+  rest=${rest#* ## }
+  src=$dir/${rest%% ## *}
   rest=${rest#* ## }
   occ=${rest%% ## *}
   rest=${rest#* ## }
@@ -109,7 +111,7 @@ if ((${#selected[@]} == 0)); then
   exit 2
 fi
 if $check_only; then
-  echo "mutants.sh: all ${#selected[@]} mutants apply to $src"
+  echo "mutants.sh: all ${#selected[@]} mutants apply to $dir"
   exit 0
 fi
 

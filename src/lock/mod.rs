@@ -1,0 +1,516 @@
+//! The spin-bit lock algorithm, generic over [`Platform`] (the native
+//! platform ships; the loom platform model-checks this same code).
+//!
+//! # The word
+//!
+//! One `AtomicPtr` to the newest sleeping waiter's [`Node`], tagged in its
+//! five low bits (nodes are aligned to 32):
+//!
+//! ```text
+//!  head (newest sleeper, or null) | BACKLOG | STARVING | STACK_LOCKED | SPINNING | LOCKED
+//! ```
+//!
+//! Only word-sized RMWs touch it. `LOCKED` is the mutex. `SPINNING` is one
+//! waiter's right to spin: its holder alone clears it (taking the lock, or
+//! pushing itself). `STACK_LOCKED` gives one thread the right to remove
+//! nodes; pushes never need it. `STARVING` makes unlocks hand the lock
+//! over; `BACKLOG` makes unlocks wake even beside a spinner.
+//!
+//! # The transitions
+//!
+//! ```text
+//! lock       fetch_or(LOCKED)                   free -> held           (this file)
+//! spin       CAS +SPINNING, then CAS +LOCKED -SPINNING                  (wait.rs)
+//! sleep      CAS head=me, -SPINNING, only while LOCKED                  (wait.rs)
+//! unlock     CAS -LOCKED; +STACK_LOCKED if a wake is due                (this file)
+//! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
+//! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
+//! starve     a sleeper past its deadline: CAS +STACK_LOCKED, move to the
+//!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
+//! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,
+//!            unlink itself, give the stack back                         (stack.rs)
+//! ```
+//!
+//! No wakeup is lost because a thread sleeps only after a CAS that saw
+//! `LOCKED` set and published its node, so the holder's unlock sees it; an
+//! unlock skips the wake only for a spinner, which leaves that role only by
+//! taking the lock or by pushing itself while the lock is held. The crate
+//! documentation has the whole argument, the wake order and the bound on
+//! waiting; the comments here point at the step each operation implements.
+//!
+//! The file layout: this file holds the word, the node and the fast paths;
+//! `wait.rs` the waiting of `lock`, `wake.rs` the unlock's slow path and
+//! the hand-off, `stack.rs` the stack's own operations.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+
+mod stack;
+mod wait;
+mod wake;
+
+#[cfg(test)]
+pub(crate) use stack::next_of;
+
+/// The mutex is held.
+pub(crate) const LOCKED: usize = 1;
+/// One waiter has the right to spin; other waiters must sleep.
+pub(crate) const SPINNING: usize = 2;
+/// One thread owns the waiter stack: only it may remove nodes.
+pub(crate) const STACK_LOCKED: usize = 4;
+/// Starvation mode: the oldest sleeper has waited too long, so every unlock
+/// hands the lock directly to the oldest sleeper (LOCKED stays set), and
+/// waiters neither spin nor barge from the slow path. Set only with a
+/// non-empty stack, by a thread that owns the stack and saw the oldest
+/// sleeper starving; cleared by the stack owner whose hand-off or wake
+/// leaves no starving sleeper at the bottom.
+pub(crate) const STARVING: usize = 8;
+/// Sleepers are backed up: the last wake or hand-off left more sleepers on
+/// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a look or
+/// a push beside a spinner (`Lock::count_on_push`) found that the next
+/// wake would. Set and cleared by stack owners. While it is set, unlocks
+/// wake the oldest sleeper even though a thread holds SPINNING.
+///
+/// The spin bit saves those wakes because the spinner is about to take the
+/// lock. With many more sleepers than CPUs that no longer holds: the thread
+/// a wake handed SPINNING waits for a CPU, often for milliseconds, and an
+/// unlock that skipped its wake meanwhile left the whole stack asleep until
+/// the starvation hand-offs reached it (sweep, eleventh section). A thread
+/// woken past the spinner is handed nothing: it competes like an arrival.
+/// The flag is a hint read by unlocks; it guards no data, and a stale value
+/// costs one wake too many or too few, never a lost one (a skipped wake
+/// still leaves a spinner, as without the flag).
+pub(crate) const BACKLOG: usize = 16;
+/// The ordering of the unlock's release of LOCKED: Release, except in the
+/// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
+/// a deliberately broken build that the sanitizer must report.
+const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
+
+/// The measurement build `spinbit_release_then_wake` (`benches/ab.sh`):
+/// `unlock` releases LOCKED with a `fetch_sub` and, if the value it
+/// replaced shows a wake to do, takes the stack afterwards, as `unlock` did
+/// before its release became a CAS. It stays a mutex, but the unlocker then
+/// touches the word after another thread may have taken the lock, used it
+/// last and freed it (`model::freed_by_its_last_user` catches it: its
+/// negative control, `Fault::ReleaseThenWake`, runs this code). It exists
+/// only to measure what the release CAS costs.
+const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
+
+/// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
+/// thread that a wake popped in its `lock` call and that pushes itself back
+/// as the only sleeper, with nobody spinning, sleeps without its
+/// starvation timer until its deadline has passed (it checks its clock at
+/// each wake, so it still marks itself then). Arming and cancelling a
+/// futex wait's timer costs a few µs of CPU per sleep in a VM, and beside
+/// a holder that re-takes the lock at once such a sleeper is woken again
+/// within a critical section. It saves CPU and costs throughput: 2-core
+/// Intel Xeon VM (model 167), two `ab.sh` sets of three rounds, CPU per
+/// operation 0.81-0.88 of the default's at 2 threads with 100 ns-10 µs
+/// critical sections, throughput 0.94-0.97 with 1-10 µs ones (runs apart
+/// in three of those four), the other key cells within their spread
+/// (`benches/results/ab-x86_64-intel-xeon-f6m167-untimed-resleep.md`).
+/// Against the peers that turns
+/// those cells' throughput from at or above the fastest peer's to below it,
+/// without bringing their CPU per operation down to the cheapest peer's
+/// (docs/benchmarks.md, "Why the 2-thread cells with critical sections cost more CPU
+/// per operation"). Untimed sleeps there rest on the others' backstop
+/// while spinners keep unlocks from waking them, which the crate docs'
+/// bound does not cover; this build is for measurement only.
+const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
+
+/// Aborts the process if dropped: armed around a call that must not unwind,
+/// and forgotten after it.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        abort_with("a panic inside a lock call (above) would unwind past a linked waiter node");
+    }
+}
+
+/// Prints `what` straight to the standard error stream (no allocation, no
+/// panic if that fails) and aborts the process.
+#[cold]
+pub(crate) fn abort_with(what: &str) -> ! {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(b"spinbit: ");
+    let _ = err.write_all(what.as_bytes());
+    let _ = err.write_all(b"; aborting\n");
+    std::process::abort()
+}
+
+/// Runs `f`, a lock call's slow path, aborting the process if it panics:
+/// unwinding would leave a waiter node linked into the mutex from the
+/// unwound stack, or the waiter stack owned for good. Nothing here panics
+/// but the checks of [`Platform::CHECKS`] builds (which call
+/// [`Platform::broken`], aborting at once) and overflow checks; this is the
+/// backstop for whatever else might. Free in the release build's paths: a
+/// landing pad, no instruction on the way through.
+#[inline(always)]
+fn no_unwind<P: Platform, R>(f: impl FnOnce() -> R) -> R {
+    if !P::ABORT_ON_UNWIND || P::FAULT == Fault::UnwindPastNode {
+        return f();
+    }
+    let abort = AbortOnUnwind;
+    let r = f();
+    core::mem::forget(abort);
+    r
+}
+
+/// The tag bits; the rest of the word is the address of the top node.
+pub(crate) const FLAGS: usize = LOCKED | SPINNING | STACK_LOCKED | STARVING | BACKLOG;
+
+/// A sleeping waiter. It lives on its thread's stack for one `lock` call and
+/// is linked into the stack only while that thread sleeps.
+///
+/// The alignment leaves the five low address bits free for the flags.
+#[repr(C, align(32))]
+pub(crate) struct Node<P: Platform> {
+    /// The next older waiter (towards the tail), or null at the tail.
+    next: P::Cell<*mut Node<P>>,
+    /// The next younger waiter. Valid from the node that caches the tail
+    /// down to the tail, once a stack owner has walked that far.
+    prev: P::Cell<*mut Node<P>>,
+    /// If non-null, the tail (oldest waiter) of the stack this node heads or
+    /// headed. The walk in [`find_tail`] stops at the first such node.
+    tail: P::Cell<*mut Node<P>>,
+    /// How many wakes have passed this node over while it was the tail.
+    passes: P::Cell<u32>,
+    /// How many nodes are linked from this one down to the tail. Valid in
+    /// a node that caches the tail (`tail` non-null): [`find_tail`] adds the
+    /// nodes it walks to the count of the node it stops at, and stack
+    /// owners that unlink a node keep the top's count. Only a hint for
+    /// [`BACKLOG`]: nothing else depends on it.
+    count: P::Cell<u32>,
+    /// Set by the waker: the SPINNING bit came with the wake, so this thread
+    /// is the spinner when it runs.
+    handed_spin: P::Cell<bool>,
+    /// Set by the waker: the lock itself came with the wake (a hand-off), so
+    /// this thread owns it when it runs.
+    handed_lock: P::Cell<bool>,
+    /// When this thread's starvation clock started in this `lock` call
+    /// ([`Platform::now`] ticks): at its first yield or, if it did not
+    /// yield or that push found sleepers backed up, its first push (see
+    /// `start_clock`). It does not restart when the thread sleeps again, so
+    /// it measures how long the thread has been kept waiting.
+    since: P::Cell<u64>,
+    /// Set by the thread itself, owning the stack, when its timed sleep
+    /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
+    /// then on it counts as starving.
+    starved: P::Cell<bool>,
+    /// When a hand-off unlinked this node ([`Platform::now`] ticks), for the
+    /// test build's measurement of how long the lock waits for its
+    /// recipient.
+    #[cfg(test)]
+    handed_at: P::Cell<u64>,
+    parker: P::Parker,
+}
+
+impl<P: Platform> Node<P> {
+    fn new() -> Self {
+        Node {
+            next: NodeCell::new(ptr::null_mut()),
+            prev: NodeCell::new(ptr::null_mut()),
+            tail: NodeCell::new(ptr::null_mut()),
+            passes: NodeCell::new(0),
+            count: NodeCell::new(0),
+            handed_spin: NodeCell::new(false),
+            handed_lock: NodeCell::new(false),
+            since: NodeCell::new(0),
+            starved: NodeCell::new(false),
+            #[cfg(test)]
+            handed_at: NodeCell::new(0),
+            parker: Parker::new(),
+        }
+    }
+}
+
+/// The top node of a state word (its address without the flag bits).
+#[inline(always)]
+fn head<P: Platform>(state: *mut Node<P>) -> *mut Node<P> {
+    state.map_addr(|a| a & !FLAGS)
+}
+
+#[inline(always)]
+fn flags<P: Platform>(state: *mut Node<P>) -> usize {
+    state.addr() & FLAGS
+}
+
+/// The word with the same head and the flags set to `f`.
+#[inline(always)]
+fn with_flags<P: Platform>(state: *mut Node<P>, f: usize) -> *mut Node<P> {
+    state.map_addr(|a| (a & !FLAGS) | f)
+}
+
+/// Whether an unlock whose release returned `old` has more to do: wake a
+/// sleeper (there is one, nobody owns the stack, and no spinner will take
+/// the lock or sleepers are backed up), or hand the lock over (starvation
+/// mode began after the unlock looked at the word).
+///
+/// STARVING implies sleepers, so both cases need a non-empty stack; what
+/// else they need depends on the flags alone, so a table indexed by the
+/// flags answers (on x86_64 a `bt` of a constant, after the compare that
+/// finds the stack non-empty).
+#[inline(always)]
+fn unlock_needs_slow_path<P: Platform>(old: *mut Node<P>) -> bool {
+    let a = old.addr();
+    a > FLAGS && (SLOW_UNLOCKS >> (a & FLAGS)) & 1 != 0
+}
+
+/// [`unlock_needs_slow_path`]'s table: bit `f` is set if an unlock that
+/// finds sleepers and the flags `f` has a wake or a hand-off to do.
+const SLOW_UNLOCKS: u32 = {
+    let mut table = 0;
+    let mut f = 0;
+    while f <= FLAGS {
+        if (f & STACK_LOCKED == 0 && (f & SPINNING == 0 || f & BACKLOG != 0)) || f & STARVING != 0 {
+            table |= 1 << f;
+        }
+        f += 1;
+    }
+    table
+};
+
+/// Records (test builds) why an unlock whose plain release replaced `s`
+/// woke nobody although sleepers were on the stack: another thread owned
+/// the stack (its owner decides on the word as it finds it when it gives
+/// the stack back, see `serve`), or a spinner takes the wake.
+#[inline(always)]
+fn record_skipped_wake<P: Platform>(s: *mut Node<P>) {
+    if !head(s).is_null() {
+        if s.addr() & STACK_LOCKED != 0 && !spinner_takes_wake(s.addr()) {
+            P::record(Event::StackBusy);
+        } else if s.addr() & SPINNING != 0 {
+            P::record(Event::WakeSkippedForSpinner);
+        }
+    }
+}
+
+/// Checks, in builds with [`Platform::CHECKS`], that a thread that thinks
+/// it holds SPINNING (`spinner`) saw the bit in `s`, the value its
+/// successful CAS replaced: exactly one thread holds the bit while it is
+/// set, and only that thread clears it.
+#[inline(always)]
+fn check_spinner<P: Platform>(s: *mut Node<P>, spinner: bool) {
+    if P::CHECKS && spinner && s.addr() & SPINNING == 0 {
+        P::broken("a spinbit waiter held SPINNING that another cleared");
+    }
+}
+
+/// Whether a wake is left to the spinner: a thread holds SPINNING, the lock
+/// is not in starvation mode and sleepers are not backed up.
+#[inline(always)]
+fn spinner_takes_wake(a: usize) -> bool {
+    a & (SPINNING | STARVING | BACKLOG) == SPINNING
+}
+
+/// The lock: one word.
+pub(crate) struct Lock<P: Platform> {
+    pub(crate) state: P::State,
+}
+
+impl<P: Platform> Lock<P> {
+    /// The flag that `serve` sets when it finds the lock taken: STARVING,
+    /// or nothing with the test builds' fault
+    /// `ServeGivesBackWithoutStarving` (a constant, so that the release
+    /// build's code is exactly as without the fault).
+    const SERVE_STARVING: usize =
+        if matches!(P::FAULT, Fault::ServeGivesBackWithoutStarving) { 0 } else { STARVING };
+
+    /// Takes the lock if it is free. One RMW, whatever the other bits hold:
+    /// a barging acquisition leaves waiters and spinner as they are. In
+    /// starvation mode LOCKED is never clear, so it fails.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        // Acquire: pairs with the Release of the unlock that cleared LOCKED,
+        // so the previous critical section happens before ours.
+        let old = self.state.fetch_or(LOCKED, Acquire);
+        old.addr() & LOCKED == 0
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) {
+        if !self.try_lock() {
+            self.lock_slow();
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.state.load(Relaxed).addr() & LOCKED != 0
+    }
+
+    /// Releases the lock. The release is a CAS from the value the unlock
+    /// looked at, so the unlock decides on the word as it was when the
+    /// release took effect: if that shows a wake to do, the same CAS takes
+    /// `STACK_LOCKED` (`unlock_slow`); in starvation mode the lock is handed
+    /// over instead, never released. Either way the unlock touches the word
+    /// only while it holds LOCKED or the stack, and never after a release
+    /// that leaves it neither: a thread that takes the lock after that
+    /// release, is its last user and frees it, frees nothing that this
+    /// unlock still uses (`model::freed_by_its_last_user`).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[inline]
+    pub(crate) unsafe fn unlock(&self) {
+        if RELEASE_THEN_WAKE || P::FAULT == Fault::ReleaseThenWake {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.release_then_wake() };
+        }
+        // Relaxed: the release below is a CAS from this very value; the CAS,
+        // not this load, orders the critical section before the next
+        // acquirer.
+        let s = self.state.load(Relaxed);
+        // Before the release: on an unlocked word it would borrow from the
+        // address bits.
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        let s = if unlock_needs_slow_path(s) {
+            s
+        } else {
+            // Release: publishes the critical section to the next acquirer.
+            match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
+            {
+                Ok(_) => return record_skipped_wake(s),
+                // Relaxed: the slow path only decides again from it; what
+                // it reads of the nodes it reads after an Acquire CAS.
+                Err(now) => now,
+            }
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock_slow(s) }
+    }
+
+    /// The unlock of the measurement build `spinbit_release_then_wake` and
+    /// of the negative control `Fault::ReleaseThenWake`: release with a
+    /// `fetch_sub`, then, if its old value shows a wake to do, take the
+    /// stack after the release (see `RELEASE_THEN_WAKE`).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[inline]
+    unsafe fn release_then_wake(&self) {
+        let s = self.state.load(Relaxed);
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        if s.addr() & STARVING != 0 {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.unlock_slow(s) };
+        }
+        // Release: publishes the critical section to the next acquirer.
+        let old = self.state.fetch_sub(LOCKED, UNLOCK_ORDER);
+        if unlock_needs_slow_path(old) {
+            // SAFETY: we just released the lock.
+            unsafe { self.wake_after_release(old) };
+        } else {
+            record_skipped_wake(old);
+        }
+    }
+
+    /// Hands the lock to the oldest sleeper, or unlocks normally if nobody
+    /// sleeps. The lock is never free in between: nobody can take it first.
+    /// After a hand-off, this thread's waits for this lock yield rather than
+    /// sleep for a while (see `wait`).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[inline]
+    pub(crate) unsafe fn unlock_fair(&self) {
+        let s = self.state.load(Relaxed);
+        debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
+        if head(s).is_null() {
+            // Nobody to hand over to. A waiter that pushes itself after this
+            // look is seen by the release in `unlock`.
+            P::record(Event::FairUnlockEmpty);
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.unlock() };
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.unlock_fair_slow(s) }
+    }
+
+    /// `unlock_fair` with sleepers seen in `s`, out of line (the thread-local
+    /// and tick-counter work of the hand-off would cost the call on an
+    /// empty stack a frame).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_fair_slow(&self, mut s: *mut Node<P>) {
+        // Aborts rather than unwind with the stack owned.
+        no_unwind::<P, _>(|| {
+            let mut waits = 0;
+            s = loop {
+                if head(s).is_null() {
+                    // Nobody to hand over to. A waiter that pushes itself after
+                    // this look is seen by the release in `unlock`.
+                    P::record(Event::FairUnlockEmpty);
+                    // SAFETY: forwarded from the caller.
+                    return unsafe { self.unlock() };
+                }
+                if s.addr() & STACK_LOCKED != 0 {
+                    // Another thread owns the stack: an unlocker waking a
+                    // sleeper, a sleeper marking itself starving, a timed
+                    // waiter leaving. Stack owners never block and hold the
+                    // stack for a bounded number of steps, so this wait is
+                    // bounded. It yields at once: spinning first, as
+                    // `unlock_starving` does, measured level in the six fair
+                    // cells (0.93-1.00, every cell overlapping; benches/results/
+                    // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
+                    P::wait_for_stack(&mut waits);
+                    s = self.state.load(Relaxed);
+                    continue;
+                }
+                // Acquire: pairs with the Release of the pushes and of the
+                // previous stack owner, so the nodes' fields are visible.
+                match self.take_stack_from(s, Acquire) {
+                    Ok(taken) => break taken,
+                    Err(now) => s = now,
+                }
+            };
+            // Our next wait for this lock, if it comes soon, stays awake (see
+            // `wait`).
+            P::note_hand_off(ptr::from_ref(self).addr());
+            // SAFETY: we hold LOCKED and STACK_LOCKED, and the stack is not empty.
+            unsafe { self.hand_off(s) };
+        })
+    }
+
+    /// If somebody sleeps, hands the lock to the oldest sleeper and takes it
+    /// back (waiting behind it like any other waiter).
+    ///
+    /// # Safety
+    /// The lock must be held by the caller's context.
+    // With `stats`, `RawMutex::bump` does this itself, counting the lock.
+    #[cfg_attr(all(feature = "stats", not(test)), expect(dead_code))]
+    pub(crate) unsafe fn bump(&self) {
+        if !head(self.state.load(Relaxed)).is_null() {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.unlock_fair() };
+            // `lock_api` lets `bump` unwind only with the lock held again:
+            // the caller's guard would unlock it. `lock` panics only on a
+            // broken invariant (checked builds), and then we abort.
+            let abort = AbortOnUnwind;
+            self.lock();
+            core::mem::forget(abort);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lock_slow(&self) {
+        no_unwind::<P, _>(|| self.wait(None));
+    }
+
+    /// Takes the lock, waiting until `deadline` at the latest: `true` if
+    /// taken. Called after a failed `try_lock`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lock_until_slow(&self, deadline: Deadline<P>) -> bool {
+        no_unwind::<P, _>(|| self.wait(Some(deadline)))
+    }
+}

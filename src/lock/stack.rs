@@ -1,0 +1,347 @@
+//! The waiter stack: taking `STACK_LOCKED`, walking to the tail, moving a
+//! starving sleeper to the bottom, and a timed waiter leaving the stack.
+
+use super::*;
+
+impl<P: Platform> Lock<P> {
+    /// Takes STACK_LOCKED without holding LOCKED, waiting while another
+    /// thread owns the stack (stack owners never block and give it back
+    /// after a bounded number of steps). Returns the word, with
+    /// STACK_LOCKED, as the successful CAS left it.
+    pub(super) fn take_stack(&self) -> *mut Node<P> {
+        let mut s = self.state.load(Relaxed);
+        let mut waits = 0;
+        loop {
+            if s.addr() & STACK_LOCKED != 0 {
+                P::wait_for_stack(&mut waits);
+                s = self.state.load(Relaxed);
+                continue;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.take_stack_from(s, Acquire) {
+                Ok(taken) => return taken,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Moves `me` just above the sleepers that marked themselves starving
+    /// before it (they sit at the bottom of the stack, oldest mark lowest),
+    /// or to the very bottom if there are none; returns whether `me` was
+    /// linked. `s` is a recent value of the word and is kept up to date.
+    ///
+    /// Hand-offs serve the bottom first, so the marked sleepers are served
+    /// in the order they marked themselves: a later mark never passes an
+    /// earlier one, which is what the bound in the crate docs counts on.
+    ///
+    /// # Safety
+    /// We own the stack (`s` has STACK_LOCKED), and `me` is not marked.
+    pub(super) unsafe fn move_to_bottom(&self, s: &mut *mut Node<P>, me: *mut Node<P>) -> bool {
+        loop {
+            let top = head(*s);
+            if top.is_null() {
+                return false;
+            }
+            // SAFETY: we own the stack: its nodes stay linked and their
+            // threads blocked (or, like us, waiting for the stack) until a
+            // stack owner unlinks them, and we alone write links. The walk
+            // in `tail_if_linked` set the `prev` links from the top down.
+            unsafe {
+                let Some(tail) = tail_if_linked(top, me) else {
+                    return false;
+                };
+                // The highest of the marked run at the bottom (null if the
+                // tail is not marked): we go right above it. The run never
+                // includes `me`, which is not marked yet.
+                let mut run = ptr::null_mut();
+                if P::FAULT != Fault::MarkedBelowEarlierMarks {
+                    let mut cur = tail;
+                    while cur != me && (*cur).starved.get() {
+                        run = cur;
+                        if cur == top {
+                            break;
+                        }
+                        cur = (*cur).prev.get();
+                    }
+                }
+                // Already in place: the tail, or right above the run.
+                if me == tail || (!run.is_null() && (*run).prev.get() == me) {
+                    return true;
+                }
+                let next = (*me).next.get();
+                let new_top = if me == top {
+                    // The word must point past us first.
+                    let new = with_flags(next, flags(*s));
+                    // Success Relaxed: we keep the stack. Failure Acquire:
+                    // nodes were pushed on top of us, and the retry walks
+                    // them.
+                    let retry = if P::FAULT == Fault::RelaxedMoveRetry { Relaxed } else { Acquire };
+                    match self.state.compare_exchange(*s, new, Relaxed, retry) {
+                        Ok(_) => {
+                            P::record(Event::MovedFromTop);
+                            *s = new;
+                        }
+                        Err(now) => {
+                            *s = now;
+                            continue;
+                        }
+                    }
+                    // The new top caches the tail, which does not change
+                    // unless we become it (below), and the count, which
+                    // does not change.
+                    (*next).tail.set(tail);
+                    (*next).count.set((*top).count.get());
+                    next
+                } else {
+                    P::record(Event::MovedFromMiddle);
+                    let newer = (*me).prev.get();
+                    (*newer).next.set(next);
+                    (*next).prev.set(newer);
+                    top
+                };
+                // Walks stop at the first node that caches a tail: the top
+                // does, and we cache nothing.
+                (*me).tail.set(ptr::null_mut());
+                if run.is_null() {
+                    // Nobody marked: we become the tail.
+                    (*tail).next.set(me);
+                    (*me).prev.set(tail);
+                    (*me).next.set(ptr::null_mut());
+                    (*new_top).tail.set(me);
+                } else {
+                    // Right above the run. `run` is not the top: we were
+                    // linked above it, and the top is never marked alone
+                    // above us once we moved off it.
+                    P::record(Event::MovedAboveMarked);
+                    let newer = (*run).prev.get();
+                    (*newer).next.set(me);
+                    (*me).prev.set(newer);
+                    (*me).next.set(run);
+                    (*run).prev.set(me);
+                }
+                return true;
+            }
+        }
+    }
+
+    /// A timed waiter whose sleep timed out takes its node off the stack.
+    /// Returns `true` if the node was still linked (it is now unlinked and
+    /// nobody will wake it), `false` if a stack owner popped it first (its
+    /// wake is on its way: the caller must wait for it).
+    ///
+    /// It takes the stack like any stack owner. The wait for STACK_LOCKED is
+    /// bounded by what its owners do with it: they never block while they
+    /// own it, and each gives it back after a walk of the stack and a few
+    /// CASes (a pop, a look, a hand-off, another leaving waiter). Since an
+    /// unlock that finds the stack owned leaves its wake to the owner, we
+    /// give the stack back as `release_after_leave` says.
+    ///
+    /// # Safety
+    /// `me` is the caller's node, pushed onto this lock's stack since it was
+    /// last popped.
+    #[cold]
+    pub(super) unsafe fn leave(&self, me: *mut Node<P>) -> bool {
+        let mut s = if P::FAULT == Fault::UnlinkWithoutStackLock {
+            self.state.load(Relaxed).map_addr(|a| a | STACK_LOCKED)
+        } else {
+            self.take_stack()
+        };
+        P::record(Event::Leaving);
+        let linked = loop {
+            let top = head(s);
+            if top.is_null() {
+                break false;
+            }
+            // SAFETY: we own the stack: its nodes stay linked and their
+            // threads blocked (or, like us, waiting for the stack) until a
+            // stack owner unlinks them, and we alone write links.
+            unsafe {
+                let Some(tail) = tail_if_linked(top, me) else {
+                    break false;
+                };
+                let next = (*me).next.get();
+                if me != top {
+                    let newer = (*me).prev.get();
+                    (*top).count.set((*top).count.get().saturating_sub(1));
+                    (*newer).next.set(next);
+                    if next.is_null() {
+                        (*top).tail.set(newer);
+                    } else {
+                        (*next).prev.set(newer);
+                    }
+                    break true;
+                }
+                // We are the top: the word must point past us. The new top
+                // takes over our cached tail: what it cached itself when it
+                // was the top may have been popped since
+                // (`model::a_timed_waiter_leaves_from_the_top_over_a_stale_tail`).
+                if !next.is_null() {
+                    if P::FAULT != Fault::LeaveFromTopKeepsStaleTail {
+                        (*next).tail.set(tail);
+                    }
+                    (*next).count.set((*top).count.get().saturating_sub(1));
+                }
+                let mut f = flags(s);
+                if next.is_null() || P::FAULT == Fault::LeaveFromTopEndsStarving {
+                    // STARVING is only ever set with sleepers; with any
+                    // left it stays, for the marked ones among them
+                    // (`model::a_mark_leaves_from_above_another_mark`).
+                    f &= !STARVING;
+                }
+                // Success Relaxed: we keep the stack, and give it back with
+                // Release below. Failure Acquire: nodes were pushed on top of
+                // us, and the retry walks them
+                // (`model::a_timed_out_top_unlinks_itself_under_a_push`).
+                let retry = if P::FAULT == Fault::RelaxedLeaveRetry { Relaxed } else { Acquire };
+                match self.state.compare_exchange(s, with_flags(next, f), Relaxed, retry) {
+                    Ok(_) => {
+                        s = with_flags(next, f);
+                        break true;
+                    }
+                    // `next` keeps the tail we gave it: walks stop at our
+                    // node, which caches it too, and after our unlink at
+                    // the top, which the retry's walk makes cache it.
+                    Err(now) => {
+                        P::record(Event::LeaveRetried);
+                        s = now;
+                    }
+                }
+            }
+        };
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
+        linked
+    }
+
+    /// Gives back the stack that `leave` took. Unlocks that found it owned
+    /// meanwhile left their wakes to us, so we decide as the unlock slow
+    /// path would on the current word: with sleepers, the lock free and
+    /// nobody spinning (or STARVING), we serve the oldest sleeper;
+    /// otherwise the holder's unlock, or the spinner, will see the stack.
+    ///
+    /// # Safety
+    /// We own the stack, `s` (with STACK_LOCKED) is a recent value of the
+    /// word, and we do not hold LOCKED.
+    pub(super) unsafe fn release_after_leave(&self, mut s: *mut Node<P>) {
+        loop {
+            if !head(s).is_null() && s.addr() & LOCKED == 0 && !spinner_takes_wake(s.addr()) {
+                // SAFETY: as for this function, and the stack is not empty.
+                return unsafe { self.serve(s) };
+            }
+            let mut f = flags(s) & !STACK_LOCKED;
+            if head(s).is_null() {
+                f &= !STARVING;
+            }
+            // Release: our link edits, for the next stack owner. Failure
+            // Acquire: the word changed (a push, an unlock), and the next
+            // round may serve, walking nodes pushed meanwhile
+            // (`model::pushes_while_a_push_counts`).
+            let retry = if P::FAULT == Fault::RelaxedGiveBackRetry { Relaxed } else { Acquire };
+            match self.state.compare_exchange(s, with_flags(s, f), Release, retry) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// One CAS that takes the stack from `s` (which has STACK_LOCKED
+    /// clear), with `order` on success: each caller says why Acquire.
+    /// Returns the word it wrote (`s` with STACK_LOCKED); on failure, the
+    /// fresh word, read Relaxed: nodes are read only after a successful
+    /// take. Builds with [`Platform::CHECKS`] check that `s` had
+    /// the bit clear: one stack owner at a time (a CAS that sets the bit
+    /// over itself succeeds without a change).
+    #[inline(always)]
+    pub(super) fn take_stack_from(
+        &self,
+        s: *mut Node<P>,
+        order: Ordering,
+    ) -> Result<*mut Node<P>, *mut Node<P>> {
+        let taken = s.map_addr(|a| a | STACK_LOCKED);
+        self.state.compare_exchange(s, taken, order, Relaxed)?;
+        if P::CHECKS && s.addr() & STACK_LOCKED != 0 {
+            P::broken("a spinbit thread took the stack that another owns");
+        }
+        Ok(taken)
+    }
+}
+
+/// The node below `node` on the stack.
+///
+/// # Safety
+/// The caller owns the stack and `node` is linked.
+#[cfg(test)]
+pub(crate) unsafe fn next_of<P: Platform>(node: *mut Node<P>) -> *mut Node<P> {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).next.get() }
+}
+
+/// The failure ordering of the CASes in `pop` whose retry walks new nodes:
+/// Acquire, except in the deliberately broken model that shows loom catches
+/// its absence.
+#[inline(always)]
+pub(super) fn retry_order<P: Platform>() -> Ordering {
+    if P::FAULT == Fault::RelaxedPopRetry { Relaxed } else { Acquire }
+}
+
+/// The success ordering of the CAS that unlinks the oldest of several
+/// waiters: Release, except in the deliberately broken model.
+#[inline(always)]
+pub(super) fn unlink_order<P: Platform>() -> Ordering {
+    if P::FAULT == Fault::RelaxedUnlink { Relaxed } else { Release }
+}
+
+/// The tail below `top` if `me` is on the stack, else `None`. The walk
+/// leaves `prev` valid from the top down to the tail and the tail cached in
+/// the top (see [`find_tail`]), so the stack is a plain doubly linked list
+/// from here on.
+///
+/// # Safety
+/// The caller owns the stack and `top` is the non-null top of the stack.
+pub(super) unsafe fn tail_if_linked<P: Platform>(
+    top: *mut Node<P>,
+    me: *mut Node<P>,
+) -> Option<*mut Node<P>> {
+    // SAFETY: forwarded from the caller; every node reachable from the top
+    // is linked and live while we own the stack.
+    unsafe {
+        let tail = find_tail(top);
+        let mut cur = top;
+        while !cur.is_null() && cur != me {
+            cur = (*cur).next.get();
+        }
+        (!cur.is_null()).then_some(tail)
+    }
+}
+
+/// Finds the tail (oldest node) below `top`, setting `prev` links on the way
+/// down, and caches it in `top` with the number of nodes (`count`).
+/// Amortised O(1): the walk stops at the first node that already caches the
+/// tail, i.e. it only visits nodes pushed since the last walk.
+///
+/// # Safety
+/// The caller owns the stack and `top` is the non-null top of the stack.
+pub(super) unsafe fn find_tail<P: Platform>(top: *mut Node<P>) -> *mut Node<P> {
+    let mut cur = top;
+    let mut walked = 0u32;
+    // SAFETY: every node reachable from the top is linked and live while we
+    // own the stack; only we write the link fields.
+    unsafe {
+        let (tail, below) = loop {
+            let t = (*cur).tail.get();
+            if !t.is_null() {
+                break (t, (*cur).count.get());
+            }
+            let next = (*cur).next.get();
+            if next.is_null() {
+                break (cur, 1);
+            }
+            (*next).prev.set(cur);
+            cur = next;
+            walked += 1;
+        };
+        (*top).tail.set(tail);
+        (*top).count.set(below.saturating_add(walked));
+        tail
+    }
+}

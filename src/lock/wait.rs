@@ -1,0 +1,752 @@
+//! Waiting: the slow path of `lock` and of the timed locks. A waiter takes
+//! the lock when it is free, spins if it holds `SPINNING`, yields while
+//! another spins, and otherwise sleeps on a node on its own stack; a sleep
+//! that reaches the starvation deadline marks the sleeper starving.
+
+use super::wake::*;
+use super::*;
+
+impl<P: Platform> Lock<P> {
+    /// The slow path of `lock` and, with a deadline, of the timed locks.
+    /// Returns whether the lock was taken (always, without a deadline).
+    ///
+    /// A timed waiter gives up only at points where it leaves no trace: before
+    /// it pushes itself (passing on SPINNING if it holds it, see `give_up`),
+    /// or after its sleep timed out and it unlinked its own node (`leave`). A
+    /// waiter that finds it was popped while leaving takes the wake that is on
+    /// its way and goes on as any woken waiter: it owns the lock if it was
+    /// handed it, and it passes on a handed SPINNING by `give_up`.
+    #[inline(always)]
+    pub(super) fn wait(&self, deadline: Option<Deadline<P>>) -> bool {
+        let node = Node::<P>::new();
+        // A shared borrow is enough: every field the stack owner writes is a
+        // cell.
+        let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
+        let mut w = Waiter::new::<P>();
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if s.addr() & LOCKED == 0 {
+                // Also in starvation mode: LOCKED is clear there only for the
+                // moment between an unlock's release and the STARVING it did
+                // not see yet; our own unlock then hands the lock over.
+                match self.acquire_from(s, w.spinner) {
+                    Ok(()) => return true,
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
+            }
+            // Past the deadline: leave now, while we are on no stack.
+            if deadline.is_some_and(|d| P::expired(d, w.slept)) {
+                return self.give_up(s, w.spinner);
+            }
+            let mut step = self.spin_step(&mut w, s);
+            if let Step::Next = step {
+                step = self.yield_step(&node, &mut w, s);
+            }
+            if let Step::Next = step {
+                step = self.sleep_step(&node, me, &mut w, s, deadline);
+            }
+            s = match step {
+                Step::Done(taken) => return taken,
+                Step::Again(now) => now,
+                // `sleep_step` always decides.
+                Step::Next => self.state.load(Relaxed),
+            };
+        }
+    }
+
+    /// `wait`'s spin: takes SPINNING if nobody holds it, and spins once per
+    /// arrival and per wake if it holds the bit (or was woken from the tail,
+    /// or every waiter spins).
+    #[inline(always)]
+    fn spin_step(&self, w: &mut Waiter, s: *mut Node<P>) -> Step<P> {
+        // In starvation mode the lock goes from hand to hand and is
+        // never free: spinning for it is wasted. Yielding is not (below).
+        let starving = s.addr() & STARVING != 0;
+        if w.may_spin && !starving {
+            if P::SPIN == SpinPolicy::One && !w.spinner && s.addr() & SPINNING == 0 {
+                // Relaxed: the bit is a permission, it guards no data.
+                match self.state.compare_exchange(s, s.map_addr(|a| a | SPINNING), Relaxed, Relaxed)
+                {
+                    Ok(_) => w.spinner = true,
+                    Err(now) => return Step::Again(now),
+                }
+            }
+            if w.spinner || w.from_tail || P::SPIN == SpinPolicy::All {
+                w.may_spin = false;
+                P::record(Event::Spun);
+                let pause = w.ping_pong;
+                w.ping_pong = false;
+                match self.spin(w.spinner, pause) {
+                    Ok(started) => {
+                        P::note_spin_acquire();
+                        if P::look_due(started) {
+                            self.look();
+                        }
+                        return Step::Done(true);
+                    }
+                    Err(now) => return Step::Again(now),
+                }
+            }
+        }
+        Step::Next
+    }
+
+    /// `wait`'s yields before it sleeps: on arrival (and after a wake that
+    /// handed nothing) while another thread spins or the lock is in
+    /// starvation mode, and after this thread's own fair hand-off.
+    #[inline(always)]
+    fn yield_step(&self, node: &Node<P>, w: &mut Waiter, s: *mut Node<P>) -> Step<P> {
+        let starving = s.addr() & STARVING != 0;
+        // Someone else spins: yield the CPU before sleeping (Go's
+        // passive spin). With more threads than cores the lock is often
+        // free again by the time we run, and taking it then is far cheaper
+        // than a sleep and a wake; a thread that sleeps at once instead
+        // leaves cores idle while the wakes trickle in
+        // (`contended/t32/cs100/think1000`: 0.99 Mops/s without the
+        // yield, 1.66 with it; parking_lot 1.73; Intel Xeon VM). We
+        // yield again only while our yields run other threads
+        // (`arch::ARRIVAL_YIELDS`): a thread that yields again and again
+        // on a CPU nobody else wants is busy work (`contended/t32/cs0/
+        // think0`: 48 Mops/s with one yield, 23 with four unconditional
+        // ones, on that VM). In starvation mode too, where nobody
+        // spins: a waiter that stays runnable until the marked sleepers
+        // are served does not join them on the stack, where it would
+        // wait out the threshold and cost the lock one more hand-off to
+        // a sleeping thread (sweep, seventh section: `t64/cs10000` 0.44
+        // of the fastest peer without these yields, 0.72 with them).
+        if w.yields > 0 && !w.spinner && (starving || s.addr() & SPINNING != 0) {
+            if P::FAULT != Fault::ClockStartsAtPush {
+                // SAFETY: as for the push below.
+                unsafe { start_clock(node, &mut w.clocked) };
+            }
+            // Our yields have outlasted the starvation threshold (one
+            // yield can take milliseconds): sleep now, and the sleep,
+            // whose deadline has passed, marks us starving at once. Not
+            // while sleepers are backed up: see `start_clock`.
+            // SAFETY: only we write `since`.
+            let since = unsafe { node.since.get() };
+            if w.clocked && s.addr() & BACKLOG == 0 && P::starve_due(since, false) {
+                P::record(Event::YieldsOutlastedThreshold);
+                w.yields = 0;
+            } else {
+                P::record(if w.yields == P::max_arrival_yields() {
+                    Event::Yielded
+                } else {
+                    Event::YieldedAgain
+                });
+                w.yields -= 1;
+                if !P::arrival_yield() {
+                    // Nobody else wanted the CPU: a further yield would
+                    // be a busy wait.
+                    w.yields = 0;
+                }
+                return Step::Again(self.state.load(Relaxed));
+            }
+        }
+        // We handed the lock to a sleeper moments ago (`unlock_fair`):
+        // stay awake, yielding, until `arch::HAND_OFF_AWAKE_NS` after
+        // that hand-off. The recipient holds the lock from its wake on,
+        // and a thread that sleeps meanwhile joins the stack that the
+        // next fair unlocks hand from: once every waiter sleeps, every
+        // acquisition waits for a wake while the CPUs idle. Waiters that
+        // stay awake let the stack drain, and fair unlocks on an empty
+        // stack are plain unlocks. Like the arrival yields above: no
+        // write, a fresh look at the word after each yield. A spinner
+        // (whose spin just ended) keeps SPINNING while it yields, as a
+        // woken spinner keeps it until it runs: unlocks leave the wake
+        // to it, and it takes the lock when it next looks, or pushes
+        // (retiring the bit) once the time is up. In starvation mode it
+        // yields too, for the reason the arrival yields do.
+        if P::awake_after_hand_off(ptr::from_ref(self).addr()) {
+            if P::FAULT != Fault::ClockStartsAtPush {
+                // SAFETY: as for the push below.
+                unsafe { start_clock(node, &mut w.clocked) };
+            }
+            P::record(Event::AwakeAfterHandOff);
+            P::yield_now();
+            return Step::Again(self.state.load(Relaxed));
+        }
+        Step::Next
+    }
+
+    /// `wait`'s sleep: pushes our node, sleeps, and decides from what came
+    /// with the wake (the lock, SPINNING, nothing) or the timeout.
+    #[inline(always)]
+    fn sleep_step(
+        &self,
+        node: &Node<P>,
+        me: *mut Node<P>,
+        w: &mut Waiter,
+        s: *mut Node<P>,
+        deadline: Option<Deadline<P>>,
+    ) -> Step<P> {
+        // Sleep: link to the current top and publish ourselves as the new
+        // top in one CAS that also retires our SPINNING bit, and that
+        // succeeds only if LOCKED is still set (s has it): the holder's
+        // unlock is then bound to see us.
+        // SAFETY: the node is not published (first round, a failed CAS,
+        // or popped by the thread that woke us, which is done with it).
+        unsafe {
+            node.next.set(head(s));
+            node.prev.set(ptr::null_mut());
+            node.tail.set(ptr::null_mut());
+            node.passes.set(0);
+            if !w.slept && s.addr() & BACKLOG != 0 {
+                // Our first push finds sleepers backed up: the clock
+                // starts now (see `start_clock`).
+                node.since.set(P::clock());
+                w.clocked = true;
+            } else {
+                start_clock(node, &mut w.clocked);
+            }
+        }
+        node.parker.prepare();
+        let mut f = flags(s);
+        if w.spinner && P::FAULT != Fault::KeepSpinningOnPush {
+            f &= !SPINNING;
+        }
+        // Release: publishes the node's fields to the stack owner that
+        // will pop it. Failure Relaxed: we link to the fresh head next
+        // round, storing its address without reading the node.
+        match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
+            Ok(_) => {
+                check_spinner::<P>(s, w.spinner);
+                P::record(Event::Parked);
+                // Beside a spinner, on other sleepers, with BACKLOG
+                // clear: unlocks skip their wakes, so count.
+                if !head(s).is_null() && spinner_takes_wake(f) {
+                    self.count_on_push();
+                }
+                let backed_up = f & BACKLOG != 0;
+                // Only in the measurement build `UNTIMED_RESLEEP`: a
+                // sleep without the starvation timer (a deadline that
+                // found us popped has passed).
+                let timer = !(UNTIMED_RESLEEP && w.slept && head(s).is_null() && f & SPINNING == 0)
+                    || w.popped_starving
+                    // SAFETY: only we write `since`.
+                    || P::starve_due(unsafe { node.since.get() }, backed_up);
+                w.slept = true;
+                if !self.sleep(
+                    node,
+                    me,
+                    deadline,
+                    backed_up,
+                    timer,
+                    (&mut w.marked, &mut w.popped_starving),
+                ) {
+                    // SAFETY: our node is (or was) on this lock's stack.
+                    if unsafe { self.leave(me) } {
+                        P::record(Event::TimedOut);
+                        if w.marked {
+                            P::record(Event::LeftStarving);
+                        }
+                        return Step::Done(false);
+                    }
+                    // Popped before we took the stack: the popper's wake
+                    // store is on its way (a stack owner never blocks
+                    // between its pop and the wake), and our node must
+                    // live until it lands.
+                    P::record(Event::PoppedWhileLeaving);
+                    node.parker.park();
+                    if P::FAULT == Fault::LeaveKeepsWake {
+                        return Step::Done(false);
+                    }
+                }
+                // SAFETY: we were popped; the waker's writes happened
+                // before its wake store, which `park` acquired.
+                let (handed_lock, handed_spin, next) =
+                    unsafe { (node.handed_lock.get(), node.handed_spin.get(), node.next.get()) };
+                if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
+                    // A hand-off: LOCKED was never cleared, it is ours,
+                    // and the hand-over's futex store (Release, acquired
+                    // by `park`) carries the previous critical section.
+                    P::record(Event::HandedLock);
+                    // SAFETY: as for `handed_lock` above. Saturating:
+                    // two CPUs' tick counters may disagree slightly.
+                    #[cfg(test)]
+                    P::record_hand_off(P::now().saturating_sub(unsafe { node.handed_at.get() }));
+                    return Step::Done(true);
+                }
+                w.from_tail = next.is_null();
+                w.spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
+                // Woken past the spinner (sleepers were backed up),
+                // handed neither the lock nor SPINNING: we may yield
+                // again before we sleep, as on arrival. The wake
+                // already cost a system call and a context switch; a
+                // thread that sleeps again at once (its arrival yields
+                // spent) leaves the stack as backed up as it was, one
+                // that stays runnable takes the lock when it next
+                // finds it free. 2-core Intel Xeon VM, builds without
+                // and with the renewal alternating, sweep profile:
+                // `t64/cs10000` 0.71-0.80 → 0.88-0.90 of the fastest
+                // peer's throughput (four runs each), the other key
+                // cells within their spread. The full runs before and
+                // after it (`benches/results/history-x86_64-intel-xeon.md`):
+                // `t32/cs10000` 0.85 → 0.88, `t64/cs10000` 0.87 in both.
+                // The starvation clock keeps running: once it has
+                // passed the threshold, the next sleep marks us at once.
+                if !w.spinner && P::SPIN == SpinPolicy::One {
+                    P::record(Event::YieldsRenewed);
+                    w.yields = P::max_arrival_yields();
+                }
+                w.may_spin = P::SPIN != SpinPolicy::Never;
+                // A woken thread looks at once: it was away too long for
+                // a ping-pong.
+                w.ping_pong = false;
+                Step::Again(self.state.load(Relaxed))
+            }
+            Err(now) => Step::Again(now),
+        }
+    }
+
+    /// Sleeps on our node (just pushed) until woken: returns `true`, or
+    /// `false` if `deadline` came first.
+    ///
+    /// Unless we already did in this `lock` call (or `timer` is clear, in
+    /// the measurement build `UNTIMED_RESLEEP` only), the sleep also ends
+    /// at the platform's starvation deadline ([`Platform::starve_deadline`]):
+    /// then we mark ourselves starving and move to the bottom of the stack
+    /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
+    /// that marked itself before us), spin a moment for that hand-off, and
+    /// sleep again. The bound on waiting rests on this step alone: it needs
+    /// no other thread to notice us. A starvation deadline that finds us
+    /// popped already marks nothing (`popped` records it): the deadline
+    /// stays (it counts from our first yield or sleep in this `lock` call,
+    /// see `start_clock`), and if
+    /// we lose the lock again, our next sleep starts past it and marks us
+    /// at once, unless a stack owner pops us first again.
+    #[inline(always)]
+    pub(super) fn sleep(
+        &self,
+        node: &Node<P>,
+        me: *mut Node<P>,
+        deadline: Option<Deadline<P>>,
+        backed_up: bool,
+        timer: bool,
+        (marked, popped): (&mut bool, &mut bool),
+    ) -> bool {
+        loop {
+            let starve_at = if *marked || !timer {
+                None
+            } else {
+                // SAFETY: only we write `since`, and we wrote it before the
+                // push; stack owners only read it.
+                P::starve_deadline(unsafe { node.since.get() }, backed_up)
+            };
+            // The earlier of the two deadlines, and whether it is the
+            // starvation one.
+            let (until, starving) = match (deadline, starve_at) {
+                (None, None) => {
+                    node.parker.park();
+                    return true;
+                }
+                (Some(d), None) => (d, false),
+                (None, Some(t)) => (t, true),
+                (Some(d), Some(t)) => {
+                    if t < d {
+                        (t, true)
+                    } else {
+                        (d, false)
+                    }
+                }
+            };
+            if node.parker.park_until(until) {
+                return true;
+            }
+            if !starving {
+                return false;
+            }
+            // SAFETY: our node is (or was) on this lock's stack.
+            if !unsafe { self.starve(me) } {
+                // Popped before we took the stack: the popper's wake store
+                // is on its way, and our node must live until it lands. We
+                // are not marked, and keep the deadline (see above).
+                P::record(Event::PoppedWhileStarving);
+                *popped = true;
+                if P::FAULT == Fault::PoppedStarverKeepsNoDeadline {
+                    *marked = true;
+                }
+                node.parker.park();
+                return true;
+            }
+            *marked = true;
+            if *popped {
+                P::record(Event::StarvedAfterPop);
+            }
+            if P::wait_awake(|| node.parker.unparked()) {
+                P::record(Event::HandedWhileAwake);
+                return true;
+            }
+            P::record(Event::AwakeWaitRanOut);
+            // Marked: the next sleep has no starvation deadline.
+        }
+    }
+
+    /// Our timed sleep ran until the starvation deadline: if our node is
+    /// still on the stack, mark it starving, move it to the bottom (the end
+    /// hand-offs serve first; sleepers that marked themselves earlier stay
+    /// below it) and set STARVING, so that the holder's unlock hands the
+    /// lock over. Returns `false` if a stack owner popped the node before
+    /// we took the stack (its wake is on its way).
+    ///
+    /// We take the stack as `leave` does, and give it back as it does
+    /// (`release_after_leave`): unlocks that found it owned left their
+    /// wakes to us, and if the lock is free by then we hand it over
+    /// ourselves, to the bottom sleeper (maybe us).
+    ///
+    /// # Safety
+    /// `me` is the caller's node, pushed onto this lock's stack since it was
+    /// last popped.
+    #[cold]
+    pub(super) unsafe fn starve(&self, me: *mut Node<P>) -> bool {
+        let mut s = self.take_stack();
+        // SAFETY: we own the stack.
+        let linked = unsafe { self.move_to_bottom(&mut s, me) };
+        if linked {
+            P::record(Event::Starved);
+            // SAFETY: we own the stack and our node is linked: stack owners
+            // read `starved`, and none runs while we own it.
+            unsafe { (*me).starved.set(true) };
+            while s.addr() & STARVING == 0 {
+                // Success Relaxed: we keep the stack, and give it back with
+                // Release below. Failure Acquire: the word changed (a push,
+                // the lock taken or released), and `release_after_leave`
+                // may walk the nodes pushed meanwhile. (With STARVING set it
+                // walks them only after `serve`'s Acquire retake, which
+                // covers them too, so no model can tell this Acquire from
+                // Relaxed; it keeps the rule that a failure value that can
+                // lead to a walk is acquired.)
+                match self.state.compare_exchange(s, s.map_addr(|a| a | STARVING), Relaxed, Acquire)
+                {
+                    Ok(_) => s = s.map_addr(|a| a | STARVING),
+                    Err(now) => s = now,
+                }
+            }
+        }
+        if P::FAULT == Fault::StarveDropsWake {
+            // Broken on purpose: the stack is given back without the wake
+            // that unlocks which found it owned left to us.
+            self.state.fetch_and(!STACK_LOCKED, Release);
+            return linked;
+        }
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
+        linked
+    }
+
+    /// A timed waiter that is on no stack gives up at its deadline. If it
+    /// holds SPINNING, unlocks have skipped their wakes for it, so it must
+    /// not just vanish: it takes the lock if it is free (then it returns
+    /// `true`, the lock taken), or clears SPINNING in a CAS that sees LOCKED
+    /// set, so that the holder's unlock sees no spinner and wakes a sleeper.
+    pub(super) fn give_up(&self, mut s: *mut Node<P>, spinner: bool) -> bool {
+        if !spinner {
+            return false;
+        }
+        P::record(Event::GaveUpSpinning);
+        if P::FAULT == Fault::GiveUpKeepsSpinning {
+            return false;
+        }
+        loop {
+            if s.addr() & LOCKED == 0 {
+                match self.acquire_from(s, true) {
+                    Ok(()) => return true,
+                    Err(now) => s = now,
+                }
+                continue;
+            }
+            // Relaxed: the bit is a permission, it guards no data.
+            match self.state.compare_exchange(s, s.map_addr(|a| a & !SPINNING), Relaxed, Relaxed) {
+                Ok(_) => return false,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// One CAS that takes the lock from `s` (which has LOCKED clear),
+    /// keeping the other bits and dropping SPINNING if we hold it.
+    #[inline(always)]
+    pub(super) fn acquire_from(&self, s: *mut Node<P>, spinner: bool) -> Result<(), *mut Node<P>> {
+        let f = flags(s) | LOCKED;
+        let new = with_flags(s, if spinner { f & !SPINNING } else { f });
+        // Acquire: as in `try_lock`. Failure Relaxed: the caller only looks
+        // at the flags of the fresh word; it reads no node.
+        self.state.compare_exchange(s, new, Acquire, Relaxed)?;
+        check_spinner::<P>(s, spinner);
+        Ok(())
+    }
+
+    /// One spin episode: until the budget is spent, take the lock whenever it
+    /// looks free (a lost race does not end the episode; after a ping-pong
+    /// pause, a free lock is first watched for one look gap, see below);
+    /// then yield the CPU once. Returns the tick count at the start if the
+    /// lock was taken, else a fresh look at the word. Starvation mode ends
+    /// the episode at once.
+    ///
+    /// With `ping_pong` (this thread took the lock by spinning moments ago,
+    /// within its window: see `arch::PING_PONG_NS` and
+    /// `arch::PING_PONG_MAX_NS`), the episode starts with a pause without
+    /// looks (`arch::PING_PONG_PAUSE_NS`): two threads that re-take the lock
+    /// at once would otherwise trade it on every acquisition, each trade a
+    /// cross-core transfer of the line, while the holder runs a batch of
+    /// acquisitions from its own cache during the pause. What the pause
+    /// finds at its end adapts the window ([`Platform::pause_ended`]).
+    pub(super) fn spin(&self, spinner: bool, ping_pong: bool) -> Result<u64, *mut Node<P>> {
+        let (started, deadline) = P::spin_deadline();
+        if ping_pong {
+            P::record(Event::PingPongPause);
+            P::ping_pong_pause(started);
+        }
+        let mut s = self.state.load(Relaxed);
+        // Spin hints between two looks at the word, doubling up to the
+        // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
+        // line away from the holder.
+        let max_backoff = P::max_backoff();
+        if ping_pong {
+            // What the pause found sets how soon this thread pauses again.
+            // A lock held now is usually in use by a holder that runs
+            // acquisitions back to back (a ping-pong: the pause spared a
+            // trade). A free
+            // one may be the moment between two of them, so watch it for
+            // one look gap, a look per hint: a holder in a batch re-takes
+            // it within that, while a lock handed over stays free (and the
+            // pause delayed the hand-over).
+            let mut held = s.addr() & LOCKED != 0;
+            for _ in 0..if held { 0 } else { max_backoff } {
+                P::spin_hint();
+                s = self.state.load(Relaxed);
+                if s.addr() & LOCKED != 0 {
+                    held = true;
+                    break;
+                }
+            }
+            P::record(if held { Event::PauseEndedHeld } else { Event::PauseEndedFree });
+            P::pause_ended(held);
+        }
+        let mut backoff = 1;
+        loop {
+            if s.addr() & LOCKED == 0 {
+                match self.acquire_from(s, spinner) {
+                    Ok(()) => return Ok(started),
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
+            }
+            if s.addr() & STARVING != 0 || P::now() >= deadline {
+                break;
+            }
+            for _ in 0..backoff {
+                P::spin_hint();
+            }
+            // The measurement build `spinbit_timed_looks` times the look:
+            // one that missed doubles the gap, one that hit halves it. Not
+            // after a ping-pong pause: the holder runs its acquisitions back
+            // to back there, every look would miss, and timing it would
+            // only cost.
+            if P::TIMED_LOOKS && !ping_pong {
+                let missed;
+                (s, missed) = P::timed_look(|| self.state.load(Relaxed));
+                backoff =
+                    if missed { (backoff * 2).min(max_backoff) } else { (backoff / 2).max(1) };
+            } else {
+                backoff = (backoff * 2).min(max_backoff);
+                s = self.state.load(Relaxed);
+            }
+        }
+        P::record(Event::SpinRanOut);
+        P::yield_now();
+        Err(self.state.load(Relaxed))
+    }
+
+    /// A holder's look at the oldest sleeper (now and then, see
+    /// [`Platform::look_due`]): if it has waited too long, start starvation
+    /// mode, so that our own unlock hands it the lock. The look also counts
+    /// the sleepers and sets or clears [`BACKLOG`].
+    ///
+    /// Under oversubscription a spinner nearly always exists and unlocks
+    /// wake nobody, so without this look nobody would ever see the sleepers
+    /// at the bottom of the stack. We hold LOCKED, so no unlock can happen
+    /// (and skip a wake) while we own the stack.
+    #[cold]
+    pub(super) fn look(&self) {
+        let mut s = self.state.load(Relaxed);
+        s = loop {
+            if head(s).is_null() || s.addr() & (STACK_LOCKED | STARVING) != 0 {
+                return;
+            }
+            // Acquire: the nodes' fields, as in `unlock_fair`.
+            match self.take_stack_from(s, Acquire) {
+                Ok(taken) => break taken,
+                Err(now) => s = now,
+            }
+        };
+        P::record(Event::Look);
+        // SAFETY: we own the stack and it is not empty.
+        let (starving, backlog) = unsafe {
+            (starves(oldest(head(s), Fault::LookJudgesTop)), backed_up_after_a_wake(head(s)))
+        };
+        loop {
+            let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
+                | if starving { STARVING } else { 0 }
+                | if backlog { BACKLOG } else { 0 };
+            // Release: our `prev`/`tail` edits, for the next stack owner.
+            // Our unlock's Release covers them too, but a stack owner that
+            // does not take the lock first (a leaving timed waiter, a
+            // starving sleeper) can come before it
+            // (`model::a_timed_waiter_leaves_after_a_holders_look`).
+            let order = if P::FAULT == Fault::RelaxedLookGiveBack { Relaxed } else { Release };
+            match self.state.compare_exchange(s, with_flags(s, f), order, Relaxed) {
+                Ok(_) => break,
+                // Relaxed: a retry only merges the flags (pushes on top);
+                // no node is read again.
+                Err(now) => s = now,
+            }
+        }
+        if starving {
+            P::record(Event::StarvingSet);
+        }
+    }
+
+    /// A waiter that pushed itself on other sleepers while another thread
+    /// holds SPINNING and [`BACKLOG`] is clear counts the stack, and sets
+    /// the flag if the next wake would leave sleepers backed up (as a
+    /// holder's look does, see [`backed_up_after_a_wake`]).
+    ///
+    /// Pops and looks keep the flag, but while it is clear and a thread
+    /// spins, unlocks skip their wakes, so no pop comes to set it again:
+    /// only a holder's look (at most every 250 µs per thread) or the
+    /// starvation hand-offs did, while pushes piled sleepers up (sweep,
+    /// twelfth section: in a `t32/cs1000` run 497 k unlocks skipped their
+    /// wake for a spinner, against 11 k wakes past it). The pushes grow the
+    /// stack, so they count it.
+    ///
+    /// We take the stack only if nobody owns it (an owner decides on the
+    /// word as it finds it when it gives the stack back) and unlocks still
+    /// skip their wakes for a spinner; the walk is the amortised O(1) walk
+    /// of every stack owner. We give the stack back as `leave` does
+    /// (`release_after_leave`): unlocks that found it owned left their
+    /// wakes to us.
+    #[cold]
+    pub(super) fn count_on_push(&self) {
+        let mut s = self.state.load(Relaxed);
+        s = loop {
+            let owned = s.addr() & STACK_LOCKED != 0 && P::FAULT != Fault::CountOnOwnedStack;
+            if head(s).is_null() || owned || !spinner_takes_wake(s.addr()) {
+                return;
+            }
+            // Acquire: the walk reads the nodes' fields, and our own push
+            // (Release only) acquired nothing: nodes pushed after our
+            // `try_lock`'s Acquire, and the last stack owner's edits, are
+            // ordered before the walk by this CAS alone
+            // (`model::push_beside_spinner`).
+            let order = if P::FAULT == Fault::RelaxedTakeOnPush { Relaxed } else { Acquire };
+            match self.take_stack_from(s, order) {
+                Ok(taken) => break taken,
+                Err(now) => s = now,
+            }
+        };
+        P::record(Event::CountedOnPush);
+        // SAFETY: we own the stack and it is not empty.
+        let backlog = unsafe { backed_up_after_a_wake(head(s)) };
+        if backlog {
+            // We own the stack, so the flag is ours to set. Acquire: the
+            // value shows the nodes pushed since we took the stack, which
+            // `release_after_leave` walks if it serves the oldest sleeper
+            // at once (`model::push_beside_spinner`).
+            let order = if P::FAULT == Fault::RelaxedBacklogOnPush { Relaxed } else { Acquire };
+            s = self.state.fetch_or(BACKLOG, order).map_addr(|a| a | BACKLOG);
+        }
+        // SAFETY: we own the stack and do not hold LOCKED.
+        unsafe { self.release_after_leave(s) };
+    }
+}
+
+/// Starts `node`'s starvation clock (`Node::since`) unless `clocked` says
+/// it runs already. The clock starts when the waiter first yields or, if it
+/// did not yield, first pushes itself: on an oversubscribed CPU one yield
+/// can take milliseconds, and a clock that started only at the first sleep
+/// let a waiter spend them before its deadline began. While sleepers are
+/// backed up (`BACKLOG`) the yields do not count: a first push that finds
+/// the flag set restarts the clock, and yields do not end at the
+/// threshold. There every waiter that marks itself costs the lock a
+/// hand-off to a sleeping thread, and counting the yields cost throughput
+/// with 64 threads and 100 ns of think time (0.97 → 0.72 of the fastest
+/// peer's, two interleaved runs each on the 2-core AMD EPYC VM) and in
+/// `queue-inline/t32` (0.94 → 0.81), which the flag kept (0.90, 1.04).
+///
+/// # Safety
+/// The node is not published, if `clocked` is clear: the clock starts
+/// before the first push, and only its owner writes `since`.
+#[inline(always)]
+pub(super) unsafe fn start_clock<P: Platform>(node: &Node<P>, clocked: &mut bool) {
+    if !*clocked {
+        *clocked = true;
+        // SAFETY: forwarded from the caller.
+        unsafe { node.since.set(P::clock()) };
+    }
+}
+
+/// What one step of `Lock::wait`'s loop decided.
+enum Step<P: Platform> {
+    /// `wait` returns: whether the lock was taken.
+    Done(bool),
+    /// `wait` looks again, from this word.
+    Again(*mut Node<P>),
+    /// This step does not apply; the next one decides.
+    Next,
+}
+
+/// A waiter's state across one `lock` call (`Lock::wait`).
+struct Waiter {
+    /// We own the SPINNING bit.
+    spinner: bool,
+    /// One spin episode per arrival and per wake.
+    may_spin: bool,
+    /// The arrival's episode starts with a pause if we took the lock by
+    /// spinning moments ago (see `spin`).
+    ping_pong: bool,
+    /// We were just woken from the tail: spin even beside a spinner, so
+    /// the oldest waiter is not beaten by the spinner every time.
+    from_tail: bool,
+    /// Yields left to this arrival while another thread holds SPINNING
+    /// or the lock is in starvation mode.
+    yields: u32,
+    /// We have slept at least once.
+    slept: bool,
+    /// Our starvation clock runs (`node.since` is set): since our first
+    /// yield or, if we did not yield or that push found sleepers backed
+    /// up, our first push.
+    clocked: bool,
+    /// We marked ourselves starving (`node.starved` is set).
+    marked: bool,
+    /// A starvation deadline of ours found us popped (we did not mark
+    /// ourselves then).
+    popped_starving: bool,
+}
+
+impl Waiter {
+    #[inline(always)]
+    fn new<P: Platform>() -> Waiter {
+        let may_spin = P::SPIN != SpinPolicy::Never;
+        Waiter {
+            spinner: false,
+            may_spin,
+            ping_pong: may_spin && P::spun_recently(),
+            from_tail: false,
+            yields: if P::SPIN == SpinPolicy::One && may_spin {
+                P::max_arrival_yields()
+            } else {
+                0
+            },
+            slept: false,
+            clocked: false,
+            marked: false,
+            popped_starving: false,
+        }
+    }
+}
