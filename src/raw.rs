@@ -145,7 +145,7 @@ macro_rules! raw_mutex {
             /// `Duration::ZERO` is one attempt, as `try_lock`. A timeout too
             /// large for an `Instant` (e.g. `Duration::MAX`) waits as `lock`
             /// does. Returns `None` only once the deadline has passed; how
-            /// long after it is in the crate documentation ("Timed
+            /// long after it is in the `algorithm` docs ("Timed
             /// locking").
             #[inline]
             #[cfg_attr(feature = "stats", track_caller)]
@@ -246,7 +246,7 @@ raw_mutex!(
 /// critical path (the lock waits, held, for the woken thread to run), so
 /// it trades throughput for order, as `parking_lot::FairMutex` does. The
 /// thread that handed the lock over does not sleep if it waits for it again
-/// within 200 µs: see "Fair unlocking" in the crate documentation for what
+/// within 200 µs: see "Fair unlocking" in the `algorithm` docs for what
 /// that means for waiters that are awake.
 #[derive(Debug, Default)]
 pub struct RawFairMutex(RawMutex);

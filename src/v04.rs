@@ -120,7 +120,7 @@ macro_rules! raw_mutex_04 {
         unsafe impl lock_api_04::RawMutexFair for $name {
             /// Unlocks the mutex fairly: hands it directly to the oldest
             /// sleeping waiter if there is one (see "Fair unlocking" in the
-            /// crate documentation).
+            /// `algorithm` docs).
             ///
             /// # Safety
             ///
@@ -151,7 +151,7 @@ macro_rules! raw_mutex_04 {
             type Instant = std::time::Instant;
 
             /// Takes the lock, waiting at most `timeout` (see "Timed
-            /// locking" in the crate documentation).
+            /// locking" in the `algorithm` docs).
             #[inline]
             fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
                 ::lock_api::RawMutexTimed::try_lock_for(&self.0, timeout).is_some()

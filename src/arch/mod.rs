@@ -247,7 +247,7 @@ pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
 /// threshold sets how often the lock pays for one: a threshold near the
 /// time a futex wake takes (a few µs) would turn every contended unlock
 /// into a hand-off; a much longer one lets waiters wait that much longer.
-/// See the crate docs for the bound it gives. When only other threads
+/// See the `algorithm` docs for the bound it gives. When only other threads
 /// judged (before the sleepers' own timeout), 1 ms, as Go's `sync.Mutex`;
 /// swept then over 250 µs, 1 ms and 4 ms on the 2-core AMD EPYC VM: 250 µs
 /// collapsed the 32-thread cells (t32/cs0 15 against 127 Mops/s). With the

@@ -117,7 +117,7 @@ const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
 /// without bringing their CPU per operation down to the cheapest peer's
 /// (docs/benchmarks.md, "Why the 2-thread cells with critical sections cost more CPU
 /// per operation"). Untimed sleeps there rest on the others' backstop
-/// while spinners keep unlocks from waking them, which the crate docs'
+/// while spinners keep unlocks from waking them, which the `algorithm` docs'
 /// bound does not cover; this build is for measurement only.
 const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
 

@@ -32,7 +32,7 @@ impl<P: Platform> Lock<P> {
     ///
     /// Hand-offs serve the bottom first, so the marked sleepers are served
     /// in the order they marked themselves: a later mark never passes an
-    /// earlier one, which is what the bound in the crate docs counts on.
+    /// earlier one, which is what the bound in the `algorithm` docs counts on.
     ///
     /// # Safety
     /// We own the stack (`s` has STACK_LOCKED), and `me` is not marked.
