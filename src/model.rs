@@ -23,8 +23,45 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use loom::thread;
 
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
+use crate::platform::loom::fair::{
+    BY_AGE, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES, OLDEST_STARVES_FIRST_PAUSES,
+    SELF_JUDGED, STARVES_ONCE,
+};
+use crate::platform::loom::faults::*;
+use crate::platform::loom::wakes::{FIFO, ONE_PASS};
 use crate::platform::loom::{Loom, LoomState, ModelDeadline};
-use crate::platform::{EVENTS, Event, StateWord};
+use crate::platform::{EVENTS, Event, Parker, Platform, StateWord};
+
+/// The platforms the models run on: [`Loom`] with no spurious futex returns,
+/// FIFO wakes unless named otherwise, and the starvation rule named
+/// (`crate::platform::loom::fair`); `F`, a fault (`crate::platform::loom::faults`),
+/// none by default.
+type Fifo<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, NOBODY_STARVES>;
+/// Newest-first wakes that pass over the oldest sleeper at most once.
+type OnePass<const F: u8 = NO_FAULT> = Loom<F, 0, ONE_PASS, NOBODY_STARVES>;
+/// Every oldest sleeper starves.
+type OldestStarves<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, OLDEST_STARVES>;
+/// Every spin acquisition looks, and nobody starves.
+type LooksNobodyStarves<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, LOOKS_NOBODY_STARVES>;
+/// Only the first judgement of an execution finds the oldest sleeper starving.
+type StarvesOnce<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, STARVES_ONCE>;
+/// Every oldest sleeper starves, and the first judgement pauses
+/// (`pause_first_judgement_until`).
+type OldestStarvesFirstPauses<const F: u8 = NO_FAULT> =
+    Loom<F, 0, FIFO, OLDEST_STARVES_FIRST_PAUSES>;
+/// Sleepers judge themselves, at their starvation deadline.
+type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED>;
+/// Only the waiter whose starvation clock started first starves.
+type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE>;
+/// No fault, and the first `N` futex waits of an execution that would block
+/// return at once instead; wake policy `M`, starvation rule `R`.
+type Spurious<const N: usize, const M: u32 = FIFO, const R: u8 = NOBODY_STARVES> =
+    Loom<NO_FAULT, N, M, R>;
+
+/// A loom platform, whatever its parameters: what `Guarded` needs.
+trait Model: Platform<State = LoomState, Parker: Parker<Deadline = ModelDeadline>> {}
+
+impl<const F: u8, const S: usize, const M: u32, const R: u8> Model for Loom<F, S, M, R> {}
 
 /// Per-test event counts, summed over all explored executions, indexed by
 /// `Event as usize`. Loom runs a model's threads as coroutines on the test's
@@ -272,8 +309,8 @@ pub(crate) fn record_spurious() {
     SEEN.with(|s| s.borrow_mut().spurious += 1);
 }
 
-/// The loom platform's starvation judgement under rule `rule` (see
-/// `platform::loom::Loom`) of a sleeper whose clock started at `since`
+/// The loom platform's starvation judgement under rule `rule` (one of
+/// `platform::loom::fair`) of a sleeper whose clock started at `since`
 /// (`Platform::clock`).
 pub(crate) fn starving(rule: u8, since: u64) -> bool {
     let first = STEER.with(|s| {
@@ -282,9 +319,9 @@ pub(crate) fn starving(rule: u8, since: u64) -> bool {
         s.judgements == 1
     });
     match rule {
-        1 => true,
-        3 => first,
-        4 => {
+        OLDEST_STARVES => true,
+        STARVES_ONCE => first,
+        OLDEST_STARVES_FIRST_PAUSES => {
             let pause = STEER.with(|s| match s.borrow().pauser {
                 Some((id, go)) if id == thread::current().id() && !PAUSED.get() => Some(go),
                 _ => None,
@@ -299,7 +336,7 @@ pub(crate) fn starving(rule: u8, since: u64) -> bool {
             }
             true
         }
-        6 => since == 1,
+        BY_AGE => since == 1,
         _ => false,
     }
 }
@@ -428,12 +465,12 @@ fn pause_first_judgement_until(go: &'static Notify) {
 
 /// A lock and the data it guards. Loom reports any access to `data` that is
 /// not ordered by the lock as a data race.
-struct Guarded<const F: u8, const S: usize, const M: u32, const R: u8> {
-    lock: Lock<Loom<F, S, M, R>>,
+struct Guarded<P: Model> {
+    lock: Lock<P>,
     data: UnsafeCell<usize>,
 }
 
-impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R> {
+impl<P: Model> Guarded<P> {
     /// Leaked on purpose: when loom reports a deadlock it unwinds the model,
     /// and loom objects dropped during that unwinding panic again (which
     /// aborts the test binary). One small leak per execution, tests only.
@@ -569,7 +606,7 @@ impl<const F: u8, const S: usize, const M: u32, const R: u8> Guarded<F, S, M, R>
 
     /// The state word, as an address with the flags.
     fn word(&self) -> usize {
-        let w: *mut Node<Loom<F, S, M, R>> = self.lock.state.load(Relaxed);
+        let w: *mut Node<P> = self.lock.state.load(Relaxed);
         w.addr()
     }
 
@@ -639,13 +676,9 @@ fn explore(bound: Bound, f: impl Fn() + Sync + Send + 'static) -> Seen {
 
 /// `threads` threads (the model's main thread among them) each increment
 /// `rounds` times; every call terminates and the count is exact.
-fn exclusion<const F: u8, const S: usize, const M: u32, const R: u8>(
-    threads: usize,
-    rounds: usize,
-    bound: Bound,
-) -> Seen {
+fn exclusion<P: Model>(threads: usize, rounds: usize, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, S, M, R>::new();
+        let g = Guarded::<P>::new();
         let handles: Vec<_> = (1..threads)
             .map(|_| thread::spawn(move || (0..rounds).for_each(|_| g.increment())))
             .collect();
@@ -657,12 +690,9 @@ fn exclusion<const F: u8, const S: usize, const M: u32, const R: u8>(
 
 /// The main thread holds the lock while `waiters` threads queue up, then
 /// releases it: waiters spin, sleep, get woken.
-fn held_then_released<const F: u8, const S: usize, const M: u32, const R: u8>(
-    waiters: usize,
-    bound: Bound,
-) -> Seen {
+fn held_then_released<P: Model>(waiters: usize, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, S, M, R>::new();
+        let g = Guarded::<P>::new();
         g.lock.lock();
         let handles: Vec<_> = (0..waiters).map(|_| thread::spawn(move || g.increment())).collect();
         // SAFETY: locked above.
@@ -674,20 +704,20 @@ fn held_then_released<const F: u8, const S: usize, const M: u32, const R: u8>(
 
 #[test]
 fn two_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0, 0>(2, 2, bound(3, 5));
+    let seen = exclusion::<Fifo>(2, 2, bound(3, 5));
     assert!(seen.of(Event::Parked) > 0 && seen.of(Event::Spun) > 0, "{seen:?}");
 }
 
 #[test]
 fn three_threads_exclusion_and_termination() {
-    let seen = exclusion::<0, 0, 0, 0>(3, 1, bound(2, 3));
+    let seen = exclusion::<Fifo>(3, 1, bound(2, 3));
     assert!(seen.of(Event::Parked) > 0, "{seen:?}");
 }
 
 #[test]
 fn try_lock_mixed_with_lock() {
     explore(bound(3, 4), || {
-        let g = Guarded::<0, 0, 0, 0>::new();
+        let g = Guarded::<Fifo>::new();
         let won = counter();
         let t = {
             thread::spawn(move || {
@@ -715,7 +745,7 @@ fn spinner_retires_while_unlocker_skips_wake() {
     // One waiter becomes the spinner, the other sleeps; the unlock that sees
     // the spinner wakes nobody, and the spinner either takes the lock or
     // retires onto the stack (clearing SPINNING) while the lock is held.
-    let seen = held_then_released::<0, 0, 0, 0>(2, bound(3, 3));
+    let seen = held_then_released::<Fifo>(2, bound(3, 3));
     assert!(
         seen.of(Event::WakeSkippedForSpinner) > 0
             && seen.of(Event::Parked) > 0
@@ -728,14 +758,14 @@ fn spinner_retires_while_unlocker_skips_wake() {
 fn unlockers_race_for_the_stack_lock() {
     // Three threads, two rounds each: an unlock finds another unlocker owning
     // the stack and leaves the wake to it.
-    let seen = exclusion::<0, 0, 0, 0>(3, 2, bound(2, 3));
+    let seen = exclusion::<Fifo>(3, 2, bound(2, 3));
     assert!(seen.of(Event::StackBusy) > 0, "{seen:?}");
 }
 
 #[test]
 fn anti_starvation_wakes_the_tail() {
-    // MAX_PASSES = 1: a wake takes the newest waiter once, then the oldest.
-    let seen = held_then_released::<0, 0, 1, 0>(3, bound(2, 3));
+    // `OnePass`: a wake takes the newest waiter once, then the oldest.
+    let seen = held_then_released::<OnePass>(3, bound(2, 3));
     assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
@@ -744,15 +774,15 @@ fn fifo_wakes_take_the_tail() {
     // Deep bound 3: 222 s alone (release, 2-core AMD EPYC VM). `.ci/run`
     // gives it, and the two other models with the longest deep runs, a
     // process of their own beside the rest of the deeper run.
-    let seen = held_then_released::<0, 0, 0, 0>(3, bound(2, 3));
+    let seen = held_then_released::<Fifo>(3, bound(2, 3));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
 }
 
 #[test]
-fn spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0, 0>(2, bound(3, 3));
+fn exclusion_and_termination_with_spurious_futex_returns() {
+    let seen = held_then_released::<Spurious<1>>(2, bound(3, 3));
     assert!(seen.spurious > 0, "{seen:?}");
-    let seen = exclusion::<0, 2, 1, 0>(3, 1, bound(2, 3));
+    let seen = exclusion::<Spurious<2, ONE_PASS>>(3, 1, bound(2, 3));
     assert!(seen.spurious > 0, "{seen:?}");
 }
 
@@ -761,9 +791,9 @@ fn a_starving_sleeper_is_handed_the_lock() {
     // Every oldest sleeper starves: unlocks take the lock back and hand it
     // over, or set STARVING for the holder that took it first; spin
     // acquisitions look and set STARVING too.
-    let seen = held_then_released::<0, 0, 0, 1>(2, bound(3, 3));
+    let seen = held_then_released::<OldestStarves>(2, bound(3, 3));
     assert!(seen.of(Event::HandOff) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
-    let seen = exclusion::<0, 0, 0, 1>(3, 1, bound(2, 2));
+    let seen = exclusion::<OldestStarves>(3, 1, bound(2, 2));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::Retake) > 0, "{seen:?}");
 }
 
@@ -772,18 +802,17 @@ fn starvation_mode_entered_and_left() {
     // Only the first judgement finds the oldest sleeper starving: STARVING
     // is set, the hand-off finds the next sleeper fine and clears it, and
     // normal wakes resume.
-    let seen = exclusion::<0, 0, 0, 3>(3, 1, bound(2, 3));
+    let seen = exclusion::<StarvesOnce>(3, 1, bound(2, 3));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::StarvingCleared) > 0, "{seen:?}");
     assert!(seen.of(Event::Look) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
-/// Rule 6 (the sleepers judged by age, only the oldest starving): the main
+/// `ByAge` (the sleepers judged by age, only the oldest starving): the main
 /// thread holds the lock while two waiters go to sleep one after the
 /// other (`Guarded::lock_with_two_sleepers`). Returns the lock, still
 /// held, and the sleepers.
-fn two_sleepers_by_age<const F: u8>() -> (&'static Guarded<F, 0, 0, 6>, [thread::JoinHandle<()>; 2])
-{
-    let g = Guarded::<F, 0, 0, 6>::new();
+fn two_sleepers_by_age<const F: u8>() -> (&'static Guarded<ByAge<F>>, [thread::JoinHandle<()>; 2]) {
+    let g = Guarded::<ByAge<F>>::new();
     (g, g.lock_with_two_sleepers(None))
 }
 
@@ -830,14 +859,14 @@ thread_local! {
 #[test]
 fn a_look_judges_the_oldest_sleeper() {
     // Bound 3: 189 s (release); the deeper run keeps bound 2 (14 s).
-    let seen = look_by_age::<0>(bound(1, 2));
+    let seen = look_by_age::<NO_FAULT>(bound(1, 2));
     assert!(seen.of(Event::Look) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "the look did not find the oldest sleeper starving")]
 fn broken_look_judges_the_newest_sleeper() {
-    look_by_age::<33>(bound(1, 1));
+    look_by_age::<LOOK_JUDGES_TOP>(bound(1, 1));
 }
 
 /// Two sleepers by age (`two_sleepers_by_age`), and the main thread
@@ -862,17 +891,17 @@ fn wake_by_age<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_wake_judges_the_oldest_sleeper() {
-    let seen = wake_by_age::<0>(bound(2, 3));
+    let seen = wake_by_age::<NO_FAULT>(bound(2, 3));
     assert!(seen.of(Event::ReleasedToServe) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "the wake did not take the lock back for the oldest sleeper")]
 fn broken_wake_judges_the_newest_sleeper() {
-    wake_by_age::<34>(bound(1, 1));
+    wake_by_age::<SERVE_JUDGES_TOP>(bound(1, 1));
 }
 
-/// Rule 6, one sleeper (the oldest, so starving). The main thread unlocks
+/// `ByAge`, one sleeper (the oldest, so starving). The main thread unlocks
 /// and waits at a gate once its release has taken the stack; another
 /// thread takes the lock with `try_lock`, opens the gate, and unlocks once
 /// the stack is given back. The wake, finding the lock taken, must set
@@ -881,7 +910,7 @@ fn broken_wake_judges_the_newest_sleeper() {
 fn wake_finds_the_lock_taken<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
         let before = Seen::now();
-        let g = Guarded::<F, 0, 0, 6>::new();
+        let g = Guarded::<ByAge<F>>::new();
         g.lock.lock();
         let sleeper = thread::spawn(move || g.turn(1));
         g.wait_for(|w| w & !FLAGS != 0);
@@ -901,14 +930,14 @@ fn wake_finds_the_lock_taken<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_wake_that_finds_the_lock_taken_sets_starvation_mode() {
-    let seen = wake_finds_the_lock_taken::<0>(bound(2, 3));
+    let seen = wake_finds_the_lock_taken::<NO_FAULT>(bound(2, 3));
     assert!(seen.of(Event::StarvingSet) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "the barger's unlock did not hand the lock over")]
 fn broken_wake_that_finds_the_lock_taken_gives_the_stack_back_without_starvation_mode() {
-    wake_finds_the_lock_taken::<35>(bound(1, 1));
+    wake_finds_the_lock_taken::<SERVE_GIVES_BACK_WITHOUT_STARVING>(bound(1, 1));
 }
 
 /// Two sleepers, `a` (turn 1) below `b` (turn 2), FIFO wakes, nobody
@@ -921,7 +950,7 @@ fn broken_wake_that_finds_the_lock_taken_gives_the_stack_back_without_starvation
 /// clear the barger's `LOCKED`.
 fn barge_during_a_wake<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let woken = Gate::new();
         let [a, b] = g.lock_with_two_sleepers(Some(woken));
         // SAFETY: locked above.
@@ -944,17 +973,17 @@ fn barge_during_a_wake<const F: u8>(bound: Bound) -> Seen {
 #[test]
 fn a_barger_takes_the_lock_while_a_wake_unlinks_the_oldest() {
     // Bound 2: 233 s (release); bound 1: 5 s.
-    let seen = barge_during_a_wake::<0>(bound(0, 1));
+    let seen = barge_during_a_wake::<NO_FAULT>(bound(0, 1));
     assert!(seen.of(Event::ReleasedToServe) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "the barger's lock was released under it")]
 fn broken_wake_merges_the_flags_of_its_first_attempt() {
-    barge_during_a_wake::<36>(bound(0, 0));
+    barge_during_a_wake::<POP_MERGES_STALE_FLAGS>(bound(0, 0));
 }
 
-/// A stale cached tail (rule 2: spin acquisitions look, nobody starves;
+/// A stale cached tail (`LooksNobodyStarves`: spin acquisitions look, nobody starves;
 /// FIFO wakes). The main thread holds the lock while `t` (turn 1) and then
 /// `x` (turn 2) go to sleep. A third thread takes `SPINNING` and is held
 /// before its spin while the main thread unlocks; if it takes the lock by
@@ -968,7 +997,7 @@ fn broken_wake_merges_the_flags_of_its_first_attempt() {
 /// `x` would sleep for good.
 fn leave_over_a_stale_tail<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 2>::new();
+        let g = Guarded::<LooksNobodyStarves<F>>::new();
         let (spin, pushed, woken) = (Gate::new(), Gate::new(), Gate::new());
         let [t, x] = g.lock_with_two_sleepers(Some(woken));
         let x_node = g.word() & !FLAGS;
@@ -1013,7 +1042,7 @@ fn leave_over_a_stale_tail<const F: u8>(bound: Bound) -> Seen {
 fn a_timed_waiter_leaves_from_the_top_over_a_stale_tail() {
     // Bound 1 exceeds loom's branch limit (the yield loops of `wait_for`);
     // the gates steer the execution to the stale tail at bound 0.
-    let seen = leave_over_a_stale_tail::<0>(bound(0, 0));
+    let seen = leave_over_a_stale_tail::<NO_FAULT>(bound(0, 0));
     assert!(
         seen.of(Event::Look) > 0 && seen.of(Event::TimedOut) > 0 && seen.of(Event::HandOff) > 0,
         "{seen:?}"
@@ -1023,10 +1052,10 @@ fn a_timed_waiter_leaves_from_the_top_over_a_stale_tail() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_leave_from_the_top_keeps_the_new_tops_stale_tail() {
-    leave_over_a_stale_tail::<37>(bound(0, 0));
+    leave_over_a_stale_tail::<LEAVE_FROM_TOP_KEEPS_STALE_TAIL>(bound(0, 0));
 }
 
-/// Sleepers that judge themselves (rule 5): the main thread holds the lock
+/// Sleepers that judge themselves (`SelfJudged`): the main thread holds the lock
 /// while `early` waiters go to sleep one after the other, then lets one
 /// more (`late`) arrive. One sleep runs until its starvation deadline:
 /// waiter `starver`'s (so that the starving sleeper can be above others),
@@ -1043,7 +1072,7 @@ fn self_starving<const F: u8>(
     bound: Bound,
 ) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let gate = Gate::new();
         g.lock.lock();
         let mut handles = Vec::new();
@@ -1078,7 +1107,7 @@ fn self_starving<const F: u8>(
 fn a_sleeper_that_starves_is_handed_the_lock() {
     // One sleeper: its starvation deadline races the unlock's wake (it may
     // find itself popped already) and the unlock's hand-off.
-    let seen = self_starving::<0>(1, 0, false, false, bound(3, 4));
+    let seen = self_starving::<NO_FAULT>(1, 0, false, false, bound(3, 4));
     assert!(
         seen.of(Event::Starved) > 0
             && seen.of(Event::HandedLock) > 0
@@ -1098,7 +1127,7 @@ fn a_sleeper_that_starves_is_handed_the_lock() {
 /// model ends), which that check reports.
 fn popped_starver_loses_again<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         g.lock.lock();
         let sleeper = thread::spawn(move || {
             allow_my_timeouts(2, None);
@@ -1125,7 +1154,7 @@ fn popped_starver_loses_again<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_popped_starver_keeps_its_deadline() {
-    let seen = popped_starver_loses_again::<0>(bound(2, 3));
+    let seen = popped_starver_loses_again::<NO_FAULT>(bound(2, 3));
     assert!(
         seen.of(Event::PoppedWhileStarving) > 0
             && seen.of(Event::StarvedAfterPop) > 0
@@ -1136,8 +1165,8 @@ fn a_popped_starver_keeps_its_deadline() {
 
 #[test]
 #[should_panic(expected = "a sleeper popped at its starvation deadline slept again without one")]
-fn a_popped_starver_without_its_deadline_is_caught() {
-    popped_starver_loses_again::<22>(bound(2, 3));
+fn broken_popped_starver_sleeps_without_its_deadline() {
+    popped_starver_loses_again::<POPPED_STARVER_KEEPS_NO_DEADLINE>(bound(2, 3));
 }
 
 #[test]
@@ -1147,7 +1176,7 @@ fn a_starving_sleeper_moves_to_the_bottom_while_a_waiter_pushes() {
     // or the bottom.
     // Deep bound 2: 246 s alone in release (2-core AMD EPYC VM); a process
     // of its own in `.ci/run`, as `fifo_wakes_take_the_tail`.
-    let seen = self_starving::<0>(2, 1, false, true, bound(1, 2));
+    let seen = self_starving::<NO_FAULT>(2, 1, false, true, bound(1, 2));
     assert!(
         seen.of(Event::Starved) > 0
             && seen.of(Event::MovedFromTop) > 0
@@ -1159,7 +1188,7 @@ fn a_starving_sleeper_moves_to_the_bottom_while_a_waiter_pushes() {
 #[test]
 fn a_starving_sleeper_in_the_middle_moves_to_the_bottom() {
     // Three sleepers: the middle one's move relinks its neighbours.
-    let seen = self_starving::<0>(3, 1, true, false, bound(0, 1));
+    let seen = self_starving::<NO_FAULT>(3, 1, true, false, bound(0, 1));
     assert!(seen.of(Event::MovedFromMiddle) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -1172,7 +1201,7 @@ fn a_starving_sleeper_in_the_middle_moves_to_the_bottom() {
 /// pushed meanwhile.
 fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let gate = Gate::new();
         g.lock.lock();
         let a = thread::spawn(move || {
@@ -1198,14 +1227,14 @@ fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
-    let seen = push_while_starving::<0>(bound(1, 2));
+    let seen = push_while_starving::<NO_FAULT>(bound(1, 2));
     assert!(
         seen.of(Event::Starved) > 0 && seen.of(Event::Retake) > 0 && seen.of(Event::HandedLock) > 0,
         "{seen:?}"
     );
 }
 
-/// A timed waiter that judges itself (rule 5) sleeps, above an untimed
+/// A timed waiter that judges itself (`SelfJudged`) sleeps, above an untimed
 /// sleeper if `other`, while the main thread holds the lock; then the main
 /// thread unlocks. Two of the timed waiter's sleeps may time out: the
 /// first at its starvation deadline (it marks itself, moves to the bottom
@@ -1215,7 +1244,7 @@ fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
 /// word must be clear.
 fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let won = counter();
         let done = flag();
         g.lock.lock();
@@ -1240,7 +1269,7 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
     })
 }
 
-/// A timed waiter that judges itself (rule 5) marks itself starving while
+/// A timed waiter that judges itself (`SelfJudged`) marks itself starving while
 /// the main thread holds the lock, then reaches its own deadline and is
 /// held at a gate once it owns the stack to leave. The main thread unlocks:
 /// its look sees STARVING and the owned stack, so it waits; a third thread
@@ -1253,7 +1282,7 @@ fn starving_timed_waiter_leaves<const F: u8>(other: bool, bound: Bound) -> Seen 
 fn mark_leaves_while_the_holder_waits<const F: u8>(push: bool, bound: Bound) -> Seen {
     PUSHED_BEFORE_THE_RELEASE.set(false);
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let won = counter();
         let unlocking = flag();
         let gate = Gate::new();
@@ -1320,7 +1349,7 @@ fn mark_leaves_while_the_holder_waits<const F: u8>(push: bool, bound: Bound) -> 
 /// access checks that it is not freed (`LoomState::free`).
 fn freed_by_last_user<const F: u8>(bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let use_once = move || {
             g.lock.lock();
             let last = g.data.with_mut(|p| {
@@ -1354,7 +1383,7 @@ fn freed_by_last_user<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn freed_by_its_last_user() {
-    let seen = freed_by_last_user::<0>(bound(2, 3));
+    let seen = freed_by_last_user::<NO_FAULT>(bound(2, 3));
     // The unlock's wake, and `x`'s unlock finding the stack owned by it.
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::StackBusy) > 0, "{seen:?}");
 }
@@ -1362,12 +1391,12 @@ fn freed_by_its_last_user() {
 #[test]
 #[should_panic(expected = "after its last user freed it")]
 fn broken_unlock_takes_the_stack_after_its_release() {
-    freed_by_last_user::<28>(bound(2, 3));
+    freed_by_last_user::<RELEASE_THEN_WAKE>(bound(2, 3));
 }
 
 #[test]
 fn a_starving_unlock_releases_once_the_mark_has_left() {
-    let seen = mark_leaves_while_the_holder_waits::<0>(false, bound(1, 1));
+    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(false, bound(1, 1));
     assert!(
         seen.of(Event::LeftStarving) > 0 && seen.of(Event::StarvingEndedAtUnlock) > 0,
         "{seen:?}"
@@ -1377,12 +1406,12 @@ fn a_starving_unlock_releases_once_the_mark_has_left() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
-    mark_leaves_while_the_holder_waits::<27>(false, bound(1, 1));
+    mark_leaves_while_the_holder_waits::<RELAXED_STARVING_RELEASE>(false, bound(1, 1));
 }
 
 #[test]
 fn a_starving_unlock_wakes_a_push_once_the_mark_has_left() {
-    let seen = mark_leaves_while_the_holder_waits::<0>(true, bound(1, 1));
+    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(true, bound(1, 1));
     assert!(PUSHED_BEFORE_THE_RELEASE.get(), "no push before the release: {seen:?}");
     assert!(seen.of(Event::StarvingEndedAtUnlock) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
@@ -1390,7 +1419,7 @@ fn a_starving_unlock_wakes_a_push_once_the_mark_has_left() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_starving_unlock_releases_without_its_wake_once_the_mark_has_left() {
-    mark_leaves_while_the_holder_waits::<32>(true, bound(1, 1));
+    mark_leaves_while_the_holder_waits::<STARVING_ENDED_RELEASES_WITHOUT_WAKE>(true, bound(1, 1));
 }
 
 /// Two sleepers mark themselves starving while the main thread holds the
@@ -1402,7 +1431,7 @@ fn broken_starving_unlock_releases_without_its_wake_once_the_mark_has_left() {
 fn mark_leaves_from_above_a_mark<const F: u8>(bound: Bound) -> Seen {
     BARGE_REFUSED.set(false);
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let left = Gate::new();
         g.lock.lock();
         let a = thread::spawn(move || {
@@ -1439,7 +1468,7 @@ fn mark_leaves_from_above_a_mark<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_mark_leaves_from_above_another_mark() {
-    let seen = mark_leaves_from_above_a_mark::<0>(bound(1, 2));
+    let seen = mark_leaves_from_above_a_mark::<NO_FAULT>(bound(1, 2));
     assert!(BARGE_REFUSED.get(), "the main thread's try_lock never failed: {seen:?}");
     assert!(seen.of(Event::Starved) > 1 && seen.of(Event::LeftStarving) > 0, "{seen:?}");
 }
@@ -1447,7 +1476,7 @@ fn a_mark_leaves_from_above_another_mark() {
 #[test]
 #[should_panic(expected = "a marked sleeper was left without starvation mode")]
 fn broken_leave_from_the_top_ends_starvation_mode_over_a_mark() {
-    mark_leaves_from_above_a_mark::<31>(bound(0, 0));
+    mark_leaves_from_above_a_mark::<LEAVE_FROM_TOP_ENDS_STARVING>(bound(0, 0));
 }
 
 thread_local! {
@@ -1481,7 +1510,7 @@ thread_local! {
 fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen {
     BARGE_REFUSED.set(false);
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let a_done = flag();
@@ -1555,7 +1584,7 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
 /// marked itself, the main thread's, so no digit comes before its own.
 fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 5>::new();
+        let g = Guarded::<SelfJudged<F>>::new();
         let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         let gate = Gate::new();
@@ -1596,27 +1625,27 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
 
 #[test]
 fn a_starving_unlock_waits_for_the_stack_owner() {
-    let seen = starving_unlock_beside_a_stack_owner::<0>(2, bound(0, 1));
+    let seen = starving_unlock_beside_a_stack_owner::<NO_FAULT>(2, bound(0, 1));
     assert!(seen.of(Event::Starved) > 1 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "a starving sleeper was overtaken")]
 fn broken_starving_unlock_releases_while_the_stack_is_owned() {
-    starving_unlock_beside_a_stack_owner::<25>(2, bound(0, 0));
+    starving_unlock_beside_a_stack_owner::<STARVING_UNLOCK_RELEASES_WHEN_OWNED>(2, bound(0, 0));
 }
 
 #[test]
 fn marked_sleepers_are_handed_the_lock_in_mark_order() {
     // `b` marks right above `a`: it stays where it is.
-    let seen = marks_in_order::<0>(false, false, bound(1, 1));
+    let seen = marks_in_order::<NO_FAULT>(false, false, bound(1, 1));
     assert!(seen.of(Event::Starved) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 #[test]
 fn the_second_mark_is_not_overtaken_after_the_first_hand_off() {
     // `b` right above `a`; the main thread barges in once `a` is done.
-    let seen = marks_in_order::<0>(false, true, bound(0, 1));
+    let seen = marks_in_order::<NO_FAULT>(false, true, bound(0, 1));
     assert!(BARGE_REFUSED.get() && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -1624,39 +1653,39 @@ fn the_second_mark_is_not_overtaken_after_the_first_hand_off() {
 fn the_second_mark_below_an_unmarked_sleeper_is_not_overtaken() {
     // `b` moves between `c` and `a`; the hand-off to `a` must judge `b`.
     // 150 s and more at bound 1 (release): the deeper run keeps bound 0.
-    let seen = marks_in_order::<0>(true, true, bound(0, 0));
+    let seen = marks_in_order::<NO_FAULT>(true, true, bound(0, 0));
     assert!(BARGE_REFUSED.get() && seen.of(Event::MovedAboveMarked) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "a marked sleeper was overtaken")]
 fn broken_hand_off_ends_starvation_mode_over_a_marked_sleeper() {
-    marks_in_order::<29>(false, true, bound(0, 0));
+    marks_in_order::<HAND_OFF_ENDS_STARVING>(false, true, bound(0, 0));
 }
 
 #[test]
 #[should_panic(expected = "a marked sleeper was overtaken")]
 fn broken_hand_off_judges_the_newest_sleeper() {
-    marks_in_order::<30>(true, true, bound(0, 0));
+    marks_in_order::<HAND_OFF_JUDGES_TOP>(true, true, bound(0, 0));
 }
 
 #[test]
 fn a_later_mark_moves_above_the_earlier_marks() {
     // `b` moves from the top to between `c` and `a`.
-    let seen = marks_in_order::<0>(true, false, bound(0, 0));
+    let seen = marks_in_order::<NO_FAULT>(true, false, bound(0, 0));
     assert!(seen.of(Event::MovedAboveMarked) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "served out of mark order")]
 fn broken_later_mark_moves_below_the_earlier_marks() {
-    marks_in_order::<16>(true, false, bound(0, 0));
+    marks_in_order::<MARKED_BELOW_EARLIER_MARKS>(true, false, bound(0, 0));
 }
 
 #[test]
 fn a_starving_timed_waiter_leaves_alone() {
     // The only sleeper leaves marked: it takes STARVING with it.
-    let seen = starving_timed_waiter_leaves::<0>(false, bound(3, 4));
+    let seen = starving_timed_waiter_leaves::<NO_FAULT>(false, bound(3, 4));
     assert!(seen.of(Event::Starved) > 0 && seen.of(Event::LeftStarving) > 0, "{seen:?}");
 }
 
@@ -1664,7 +1693,7 @@ fn a_starving_timed_waiter_leaves_alone() {
 fn a_starving_timed_waiter_leaves_a_sleeper_behind() {
     // It leaves STARVING set over an unmarked sleeper: the unlock hands the
     // lock to that sleeper, or a release serves it, and STARVING ends.
-    let seen = starving_timed_waiter_leaves::<0>(true, bound(1, 2));
+    let seen = starving_timed_waiter_leaves::<NO_FAULT>(true, bound(1, 2));
     assert!(
         seen.of(Event::Starved) > 0
             && seen.of(Event::LeftStarving) > 0
@@ -1676,18 +1705,18 @@ fn a_starving_timed_waiter_leaves_a_sleeper_behind() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_starving_top_retries_its_move_with_a_relaxed_look() {
-    self_starving::<15>(2, 1, true, true, bound(1, 1));
+    self_starving::<RELAXED_MOVE_RETRY>(2, 1, true, true, bound(1, 1));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_starving_sleeper_drops_the_wake_left_to_it() {
-    self_starving::<14>(1, 0, false, false, bound(3, 3));
+    self_starving::<STARVE_DROPS_WAKE>(1, 0, false, false, bound(3, 3));
 }
 
 #[test]
 fn hand_off_with_spurious_futex_returns() {
-    let seen = held_then_released::<0, 1, 0, 1>(2, bound(3, 3));
+    let seen = held_then_released::<Spurious<1, FIFO, OLDEST_STARVES>>(2, bound(3, 3));
     assert!(seen.spurious > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -1696,7 +1725,7 @@ fn fair_and_unfair_unlocks_mixed_per_thread() {
     // Each thread chooses per round: thread i unlocks fairly in round r
     // when i + r is odd.
     let seen = explore(bound(2, 2), || {
-        let g = Guarded::<0, 0, 0, 0>::new();
+        let g = Guarded::<Fifo>::new();
         let handles: Vec<_> = (1..3)
             .map(|i| thread::spawn(move || (0..2).for_each(|r| g.increment_then((i + r) % 2 == 1))))
             .collect();
@@ -1710,14 +1739,14 @@ fn fair_and_unfair_unlocks_mixed_per_thread() {
 #[test]
 fn unlock_fair_on_an_empty_stack_and_racing_a_push() {
     // The waiter pushes itself before or after the fair unlock looks.
-    let seen = held_then_released_fair::<0>(1, bound(3, 4));
+    let seen = held_then_released_fair::<NO_FAULT>(1, bound(3, 4));
     assert!(seen.of(Event::FairUnlockEmpty) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 #[test]
 fn bump_hands_over_and_takes_back() {
     let seen = explore(bound(3, 4), || {
-        let g = Guarded::<0, 0, 0, 0>::new();
+        let g = Guarded::<Fifo>::new();
         g.lock.lock();
         let w = thread::spawn(move || g.increment());
         g.wait_for(|w| w & !FLAGS != 0);
@@ -1736,7 +1765,7 @@ fn bump_hands_over_and_takes_back() {
 /// releases it with `unlock_fair`.
 fn held_then_released_fair<const F: u8>(waiters: usize, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         g.lock.lock();
         let handles: Vec<_> = (0..waiters).map(|_| thread::spawn(move || g.increment())).collect();
         // SAFETY: locked above.
@@ -1770,7 +1799,7 @@ fn held_then_released_fair<const F: u8>(waiters: usize, bound: Bound) -> Seen {
 /// preemption to make S find the lock held by X rather than by M.
 fn retake_race<const F: u8>(gate: bool, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 4>::new();
+        let g = Guarded::<OldestStarvesFirstPauses<F>>::new();
         let go: &'static Notify = Box::leak(Box::new(Notify::new()));
         let m_unlocked = flag();
         let s_done = flag();
@@ -1824,18 +1853,18 @@ fn retake_race<const F: u8>(gate: bool, bound: Bound) -> Seen {
 /// any time, at bound 1.
 #[test]
 fn retake_races_a_barger_and_a_retiring_spinner() {
-    let seen = retake_race::<0>(!deep_run(), bound(0, 1));
+    let seen = retake_race::<NO_FAULT>(!deep_run(), bound(0, 1));
     assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
 /// Four threads: after a wake unlinks the oldest of two sleepers (or,
-/// with the mostly-LIFO wake policy `M` = 1 of the test builds, pops the
+/// with the mostly-LIFO wake policy `OnePass` of the test builds, pops the
 /// newest and caches the tail in the new top), a third thread, which never
 /// synchronised with the woken one, owns the stack next (its `unlock_fair`
 /// walks the links and reads the cache the wake wrote).
-fn unlink_then_third_owner<const F: u8, const M: u32>(bound: Bound) -> Seen {
+fn unlink_then_third_owner<P: Model>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, M, 0>::new();
+        let g = Guarded::<P>::new();
         let m_done = flag();
         let x_won = counter();
         g.lock.lock();
@@ -1867,13 +1896,13 @@ fn unlink_then_third_owner<const F: u8, const M: u32>(bound: Bound) -> Seen {
 
 #[test]
 fn wake_unlinks_the_oldest_then_a_third_thread_owns_the_stack() {
-    let seen = unlink_then_third_owner::<0, 0>(bound(1, 2));
+    let seen = unlink_then_third_owner::<Fifo>(bound(1, 2));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 #[test]
 fn wake_of_the_newest_then_a_third_thread_owns_the_stack() {
-    let seen = unlink_then_third_owner::<0, 1>(bound(1, 2));
+    let seen = unlink_then_third_owner::<OnePass>(bound(1, 2));
     assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
@@ -1888,7 +1917,7 @@ fn wake_of_the_newest_then_a_third_thread_owns_the_stack() {
 /// nobody but the spinner may think it holds SPINNING (`check_spinner`).
 fn wake_past_spinner<const F: u8>(sleepers: usize, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         back_up_above(0);
         g.lock.lock();
         let mut top = 0;
@@ -1916,7 +1945,7 @@ fn a_backed_up_stack_wakes_past_the_spinner() {
     // the deeper run (release, 2-core AMD EPYC VM) without finishing.
     // The woken thread, handed nothing, renews its yields and looks again
     // before it sleeps (`YieldsRenewed`).
-    let seen = wake_past_spinner::<0>(2, bound(2, 2));
+    let seen = wake_past_spinner::<NO_FAULT>(2, bound(2, 2));
     assert!(
         seen.of(Event::WokePastSpinner) > 0
             && seen.of(Event::TailWake) > 1
@@ -1932,14 +1961,14 @@ fn wakes_past_the_spinner_with_three_sleepers() {
     // Bound 0: every interleaving of the threads' own switches (their
     // yields, sleeps and wakes) and none forced; at 1 it took more than
     // 6 minutes in debug and 15 in release (2-core AMD EPYC VM).
-    let seen = wake_past_spinner::<0>(3, bound(0, 0));
+    let seen = wake_past_spinner::<NO_FAULT>(3, bound(0, 0));
     assert!(seen.of(Event::WokePastSpinner) > 1, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "held SPINNING that another cleared")]
 fn broken_wake_past_the_spinner_hands_it_spinning() {
-    wake_past_spinner::<17>(2, bound(2, 2));
+    wake_past_spinner::<HAND_SPIN_PAST_SPINNER>(2, bound(2, 2));
 }
 
 thread_local! {
@@ -1957,7 +1986,7 @@ thread_local! {
 /// once A is asleep, before B starts, with A's node. Returns A's and B's
 /// threads and what `after_a` returned.
 fn woken_spinner_held_beside_a_sleeper<const F: u8, T>(
-    g: &'static Guarded<F, 0, 0, 0>,
+    g: &'static Guarded<Fifo<F>>,
     hold_a: &'static Gate,
     backlog: bool,
     after_a: impl FnOnce(usize) -> T,
@@ -2001,7 +2030,7 @@ fn woken_spinner_held_beside_a_sleeper<const F: u8, T>(
 fn push_beside_spinner<const F: u8>(hold_y: bool, bound: Bound) -> Seen {
     UNLOCKED_BESIDE_COUNT.set(false);
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let parks = count_parks();
         let (hold_a, gate_y) = (Gate::new(), Gate::new());
         g.lock.lock();
@@ -2057,26 +2086,26 @@ fn a_push_beside_the_spinner_counts_the_stack() {
     // Bound 0 in the deeper run too: the gates reach the race without
     // preemptions, and bound 1 ran for more than 10 minutes in release
     // (2-core AMD EPYC VM) without finishing.
-    let seen = push_beside_spinner::<0>(true, bound(0, 0));
+    let seen = push_beside_spinner::<NO_FAULT>(true, bound(0, 0));
     assert!(seen.of(Event::CountedOnPush) > 0 && UNLOCKED_BESIDE_COUNT.get(), "{seen:?}");
 }
 
 #[test]
 fn a_push_beside_the_spinner_counts_nodes_pushed_after_its_try_lock() {
-    let seen = push_beside_spinner::<0>(false, bound(0, 0));
+    let seen = push_beside_spinner::<NO_FAULT>(false, bound(0, 0));
     assert!(seen.of(Event::CountedOnPush) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_push_beside_the_spinner_sets_backlog_with_a_relaxed_rmw() {
-    push_beside_spinner::<18>(true, bound(0, 0));
+    push_beside_spinner::<RELAXED_BACKLOG_ON_PUSH>(true, bound(0, 0));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_push_beside_the_spinner_takes_the_stack_with_a_relaxed_cas() {
-    push_beside_spinner::<19>(false, bound(0, 0));
+    push_beside_spinner::<RELAXED_TAKE_ON_PUSH>(false, bound(0, 0));
 }
 
 thread_local! {
@@ -2101,7 +2130,7 @@ thread_local! {
 fn pushes_while_a_push_counts<const F: u8>(bound: Bound) -> Seen {
     UNLOCKED_BESIDE_FIRST_COUNT.set(false);
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let parks = count_parks();
         let (hold_a, gate_y1) = (Gate::new(), Gate::new());
         g.lock.lock();
@@ -2132,20 +2161,20 @@ fn pushes_while_a_push_counts<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn pushes_while_a_push_counts_leave_the_stack_to_it() {
-    let seen = pushes_while_a_push_counts::<0>(bound(0, 0));
+    let seen = pushes_while_a_push_counts::<NO_FAULT>(bound(0, 0));
     assert!(seen.of(Event::CountedOnPush) > 0 && UNLOCKED_BESIDE_FIRST_COUNT.get(), "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "took the stack that another owns")]
 fn broken_push_beside_the_spinner_counts_a_stack_that_another_owns() {
-    pushes_while_a_push_counts::<20>(bound(0, 0));
+    pushes_while_a_push_counts::<COUNT_ON_OWNED_STACK>(bound(0, 0));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_give_back_after_a_count_retries_with_a_relaxed_failure() {
-    pushes_while_a_push_counts::<21>(bound(0, 0));
+    pushes_while_a_push_counts::<RELAXED_GIVE_BACK_RETRY>(bound(0, 0));
 }
 
 // Negative controls: each broken protocol must make loom report a lost
@@ -2155,37 +2184,37 @@ fn broken_give_back_after_a_count_retries_with_a_relaxed_failure() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_spinner_keeps_spinning_bit_on_push() {
-    held_then_released::<1, 0, 0, 0>(2, bound(3, 3));
+    held_then_released::<Fifo<KEEP_SPINNING_ON_PUSH>>(2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_unlock_never_wakes() {
-    held_then_released::<2, 0, 0, 0>(1, bound(3, 3));
+    held_then_released::<Fifo<SKIP_WAKE>>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_stack_owner_abandons_committed_wake() {
-    exclusion::<3, 0, 0, 0>(3, 2, bound(3, 3));
+    exclusion::<Fifo<ABANDON_WAKE_WHEN_LOCKED>>(3, 2, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_futex_wait_without_compare() {
-    held_then_released::<4, 0, 0, 0>(1, bound(3, 3));
+    held_then_released::<Fifo<WAIT_WITHOUT_COMPARE>>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_pop_retry_reads_new_nodes_unsynchronised() {
-    held_then_released::<5, 0, 0, 0>(3, bound(3, 3));
+    held_then_released::<Fifo<RELAXED_POP_RETRY>>(3, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_woken_thread_ignores_handed_spinning_bit() {
-    held_then_released::<6, 0, 0, 0>(2, bound(3, 3));
+    held_then_released::<Fifo<IGNORE_HANDED_SPIN>>(2, bound(3, 3));
 }
 
 #[test]
@@ -2196,7 +2225,7 @@ fn broken_hand_off_clears_locked() {
     // fires first; either is the exclusion violation.
     let caught = std::panic::catch_unwind(|| {
         explore(bound(2, 2), || {
-            let g = Guarded::<7, 0, 0, 0>::new();
+            let g = Guarded::<Fifo<HAND_OFF_CLEARS_LOCKED>>::new();
             g.lock.lock();
             let w = thread::spawn(move || g.increment());
             let x = thread::spawn(move || {
@@ -2228,25 +2257,25 @@ fn broken_hand_off_clears_locked() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_woken_thread_ignores_handed_lock() {
-    held_then_released::<8, 0, 0, 1>(1, bound(3, 3));
+    held_then_released::<OldestStarves<IGNORE_HANDED_LOCK>>(1, bound(3, 3));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_retake_is_relaxed() {
-    retake_race::<9>(!deep_run(), bound(0, 1));
+    retake_race::<RELAXED_RETAKE>(!deep_run(), bound(0, 1));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_unlink_of_the_oldest_is_relaxed() {
-    unlink_then_third_owner::<10, 0>(bound(1, 1));
+    unlink_then_third_owner::<Fifo<RELAXED_UNLINK>>(bound(1, 1));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_wake_of_the_newest_is_relaxed() {
-    unlink_then_third_owner::<26, 1>(bound(1, 1));
+    unlink_then_third_owner::<OnePass<RELAXED_HEAD_WAKE>>(bound(1, 1));
 }
 
 // Timed waiters (`RawMutexTimed`). In the model every deadline falls during
@@ -2258,9 +2287,9 @@ fn broken_wake_of_the_newest_is_relaxed() {
 /// unlocks: the unlock's wake (or, if every sleeper starves, its hand-off)
 /// races the waiter's timeout. At the end the word must be clear: whoever
 /// left, left no trace (no node, no SPINNING, no STARVING).
-fn timeout_races_a_wake<const F: u8, const S: usize, const R: u8>(bound: Bound) -> Seen {
+fn timeout_races_a_wake<P: Model>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, S, 0, R>::new();
+        let g = Guarded::<P>::new();
         allow_timeouts(1);
         let won = counter();
         let done = flag();
@@ -2281,13 +2310,13 @@ fn timeout_races_a_wake<const F: u8, const S: usize, const R: u8>(bound: Bound) 
 
 #[test]
 fn timeout_races_a_wake_of_the_same_node() {
-    let seen = timeout_races_a_wake::<0, 0, 0>(bound(3, 4));
+    let seen = timeout_races_a_wake::<Fifo>(bound(3, 4));
     assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::PoppedWhileLeaving) > 0, "{seen:?}");
 }
 
 #[test]
 fn timeout_races_a_hand_off_to_the_same_node() {
-    let seen = timeout_races_a_wake::<0, 0, 1>(bound(3, 4));
+    let seen = timeout_races_a_wake::<OldestStarves>(bound(3, 4));
     assert!(
         seen.of(Event::TimedOut) > 0
             && seen.of(Event::PoppedWhileLeaving) > 0
@@ -2298,7 +2327,7 @@ fn timeout_races_a_hand_off_to_the_same_node() {
 
 #[test]
 fn timeout_after_a_spurious_futex_return() {
-    let seen = timeout_races_a_wake::<0, 1, 0>(bound(3, 4));
+    let seen = timeout_races_a_wake::<Spurious<1>>(bound(3, 4));
     assert!(seen.spurious > 0 && seen.of(Event::TimedOut) > 0, "{seen:?}");
 }
 
@@ -2313,7 +2342,7 @@ thread_local! {
 fn two_timeouts<const F: u8>(bound: Bound) -> Seen {
     BOTH_LEFT.set(false);
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let won = counter();
         let done: &'static [AtomicBool; 2] =
             Box::leak(Box::new([AtomicBool::new(false), AtomicBool::new(false)]));
@@ -2343,7 +2372,7 @@ fn two_timeouts<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn two_waiters_time_out_while_an_unlocker_walks_the_stack() {
-    let seen = two_timeouts::<0>(bound(1, 2));
+    let seen = two_timeouts::<NO_FAULT>(bound(1, 2));
     assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
     assert!(BOTH_LEFT.get(), "no execution where both timed waiters left: {seen:?}");
 }
@@ -2354,7 +2383,7 @@ fn two_waiters_time_out_while_an_unlocker_walks_the_stack() {
 /// sleeper is never woken.
 fn timed_spinner_gives_up<const F: u8>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let won = counter();
         g.lock.lock();
         let w = thread::spawn(move || {
@@ -2378,14 +2407,14 @@ fn timed_spinner_gives_up<const F: u8>(bound: Bound) -> Seen {
 fn a_timed_out_waiter_passes_on_the_handed_spinning_bit() {
     // Deep bound 3: 80 s alone in release (2-core AMD EPYC VM); a process
     // of its own in `.ci/run`, as `fifo_wakes_take_the_tail`.
-    let seen = timed_spinner_gives_up::<0>(bound(2, 3));
+    let seen = timed_spinner_gives_up::<NO_FAULT>(bound(2, 3));
     assert!(seen.of(Event::GaveUpSpinning) > 0, "{seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_timed_out_waiter_keeps_the_lock_it_was_handed() {
-    timeout_races_a_wake::<11, 0, 1>(bound(3, 3));
+    timeout_races_a_wake::<OldestStarves<LEAVE_KEEPS_WAKE>>(bound(3, 3));
 }
 
 #[test]
@@ -2393,19 +2422,19 @@ fn broken_timed_out_waiter_keeps_the_lock_it_was_handed() {
 fn broken_starving_timed_waiter_keeps_the_lock_it_was_handed() {
     // The hand-off to the marked bottom sleeper races its own deadline; it
     // finds itself popped, and returns "timed out" holding the lock.
-    starving_timed_waiter_leaves::<11>(true, bound(1, 1));
+    starving_timed_waiter_leaves::<LEAVE_KEEPS_WAKE>(true, bound(1, 1));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_timed_out_waiter_unlinks_without_the_stack_lock() {
-    two_timeouts::<12>(bound(2, 2));
+    two_timeouts::<UNLINK_WITHOUT_STACK_LOCK>(bound(2, 2));
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_timed_out_waiter_keeps_the_spinning_bit() {
-    timed_spinner_gives_up::<13>(bound(2, 2));
+    timed_spinner_gives_up::<GIVE_UP_KEEPS_SPINNING>(bound(2, 2));
 }
 
 /// A timed waiter at the top of the stack times out and takes the stack to
@@ -2423,7 +2452,7 @@ fn broken_timed_out_waiter_keeps_the_spinning_bit() {
 /// above it is never woken).
 fn leave_under_a_push<const F: u8>(below: bool, bound: Bound) -> Seen {
     explore(bound, move || {
-        let g = Guarded::<F, 0, 0, 0>::new();
+        let g = Guarded::<Fifo<F>>::new();
         let won = counter();
         let gate = Gate::new();
         g.lock.lock();
@@ -2462,13 +2491,13 @@ fn leave_under_a_push<const F: u8>(below: bool, bound: Bound) -> Seen {
 
 #[test]
 fn a_timed_out_top_unlinks_itself_under_a_push() {
-    let seen = leave_under_a_push::<0>(false, bound(1, 3));
+    let seen = leave_under_a_push::<NO_FAULT>(false, bound(1, 3));
     assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::LeaveRetried) > 0, "{seen:?}");
 }
 
 #[test]
 fn a_timed_waiter_leaves_from_the_middle() {
-    let seen = leave_under_a_push::<0>(true, bound(1, 2));
+    let seen = leave_under_a_push::<NO_FAULT>(true, bound(1, 2));
     // The leave's first CAS, at the top, fails under the push, and the
     // retry unlinks the timed waiter from between the other two.
     assert!(seen.of(Event::LeaveRetried) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
@@ -2481,7 +2510,7 @@ thread_local! {
 }
 
 /// A thread takes the lock by spinning while a timed waiter is on the
-/// stack, and its look (every spin acquisition looks under rule 2)
+/// stack, and its look (every spin acquisition looks under `LooksNobodyStarves`)
 /// caches the tail in the top node, the waiter's, and gives the stack back.
 /// Then, while that thread still holds the lock, the waiter times out
 /// and takes the stack to leave, and its walk reads what the look wrote:
@@ -2493,7 +2522,7 @@ thread_local! {
 fn look_then_leave<const F: u8>(bound: Bound) -> Seen {
     LOOKED_THEN_LEFT.set(false);
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 2>::new();
+        let g = Guarded::<LooksNobodyStarves<F>>::new();
         let won = counter();
         let done = flag();
         let gate = Gate::new();
@@ -2551,7 +2580,7 @@ thread_local! {
 /// A waiter pushes itself while a holder's look owns the stack: `y`
 /// sleeps; `s` holds SPINNING (held at a gate) while the main thread
 /// unlocks, so the unlock leaves the wake to it, then takes the lock by
-/// spinning, and its look (every spin acquisition looks under rule 2)
+/// spinning, and its look (every spin acquisition looks under `LooksNobodyStarves`)
 /// takes the stack and is held there while `p` takes SPINNING and, in
 /// some executions, pushes itself on top of `y`. The look's give-back CAS
 /// then fails, and its retry must keep `p`'s node, or `p` is never woken,
@@ -2562,7 +2591,7 @@ fn push_during_a_look<const F: u8>(bound: Bound) -> Seen {
     PUSHED_DURING_A_LOOK.set(false);
     SPUN_DURING_A_LOOK.set(false);
     explore(bound, || {
-        let g = Guarded::<F, 0, 0, 2>::new();
+        let g = Guarded::<LooksNobodyStarves<F>>::new();
         let spin_gate = Gate::new();
         let look_gate = Gate::new();
         let s_done = flag();
@@ -2615,25 +2644,25 @@ fn push_during_a_look<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_push_lands_while_a_holder_looks() {
-    let seen = push_during_a_look::<0>(bound(1, 2));
+    let seen = push_during_a_look::<NO_FAULT>(bound(1, 2));
     assert!(PUSHED_DURING_A_LOOK.get(), "no push while a look owned the stack: {seen:?}");
     assert!(SPUN_DURING_A_LOOK.get(), "no spinner as a look gave the stack back: {seen:?}");
 }
 
 #[test]
 fn a_timed_waiter_leaves_after_a_holders_look() {
-    let seen = look_then_leave::<0>(bound(1, 2));
+    let seen = look_then_leave::<NO_FAULT>(bound(1, 2));
     assert!(LOOKED_THEN_LEFT.get(), "no execution where the waiter left after a look: {seen:?}");
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
-    look_then_leave::<24>(bound(0, 0));
+    look_then_leave::<RELAXED_LOOK_GIVE_BACK>(bound(0, 0));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_timed_out_top_retries_its_unlink_with_a_relaxed_look() {
-    leave_under_a_push::<23>(false, bound(0, 0));
+    leave_under_a_push::<RELAXED_LEAVE_RETRY>(false, bound(0, 0));
 }

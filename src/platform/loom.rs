@@ -33,65 +33,116 @@ use loom::sync::{Condvar, Mutex};
 
 use super::{Event, Fault, NodeCell, Parker, Platform, StateWord};
 
-/// Faults by number, for the const parameter.
-pub(crate) const fn fault(n: u8) -> Fault {
-    match n {
-        0 => Fault::None,
-        1 => Fault::KeepSpinningOnPush,
-        2 => Fault::SkipWake,
-        3 => Fault::AbandonWakeWhenLocked,
-        4 => Fault::WaitWithoutCompare,
-        5 => Fault::RelaxedPopRetry,
-        6 => Fault::IgnoreHandedSpin,
-        7 => Fault::HandOffClearsLocked,
-        8 => Fault::IgnoreHandedLock,
-        9 => Fault::RelaxedRetake,
-        10 => Fault::RelaxedUnlink,
-        11 => Fault::LeaveKeepsWake,
-        12 => Fault::UnlinkWithoutStackLock,
-        13 => Fault::GiveUpKeepsSpinning,
-        14 => Fault::StarveDropsWake,
-        15 => Fault::RelaxedMoveRetry,
-        16 => Fault::MarkedBelowEarlierMarks,
-        17 => Fault::HandSpinPastSpinner,
-        18 => Fault::RelaxedBacklogOnPush,
-        19 => Fault::RelaxedTakeOnPush,
-        20 => Fault::CountOnOwnedStack,
-        21 => Fault::RelaxedGiveBackRetry,
-        22 => Fault::PoppedStarverKeepsNoDeadline,
-        23 => Fault::RelaxedLeaveRetry,
-        24 => Fault::RelaxedLookGiveBack,
-        25 => Fault::StarvingUnlockReleasesWhenOwned,
-        26 => Fault::RelaxedHeadWake,
-        27 => Fault::RelaxedStarvingRelease,
-        28 => Fault::ReleaseThenWake,
-        29 => Fault::HandOffEndsStarving,
-        30 => Fault::HandOffJudgesTop,
-        31 => Fault::LeaveFromTopEndsStarving,
-        32 => Fault::StarvingEndedReleasesWithoutWake,
-        33 => Fault::LookJudgesTop,
-        34 => Fault::ServeJudgesTop,
-        35 => Fault::ServeGivesBackWithoutStarving,
-        36 => Fault::PopMergesStaleFlags,
-        _ => Fault::LeaveFromTopKeepsStaleTail,
-    }
+/// Defines the fault names, one `u8` constant per fault in `faults` (its
+/// value the variant's discriminant, so a name cannot stand for another
+/// fault), and `fault`, which decodes them.
+macro_rules! fault_names {
+    ($($name:ident: $variant:ident,)*) => {
+        /// The faults the models inject, by name, for [`Loom`]'s `FAULT`
+        /// parameter (stable Rust has no enum const parameters). Each is
+        /// described at its [`Fault`] variant.
+        pub(crate) mod faults {
+            use super::Fault;
+            $(
+                #[doc = concat!("[`Fault::", stringify!($variant), "`]")]
+                pub(crate) const $name: u8 = Fault::$variant as u8;
+            )*
+        }
+
+        /// The fault named by `n`, one of [`faults`]; any other number fails
+        /// to compile where it sets [`Platform::FAULT`].
+        pub(crate) const fn fault(n: u8) -> Fault {
+            $(
+                if n == faults::$name {
+                    return Fault::$variant;
+                }
+            )*
+            panic!("not one of the faults in `faults`")
+        }
+    };
 }
 
-/// The loom platform: `FAULT` picks a deliberate bug (0 = none), `SPURIOUS`
-/// the number of spurious futex returns per execution, `MAX_PASSES` the wake
-/// policy.
-/// `FAIR` sets the starvation rule (see `crate::model::starving`): 0, no
-/// looks and nobody ever starves; 1, every spin acquisition looks, and every
-/// oldest sleeper starves; 2, every spin acquisition looks, and nobody
-/// starves; 3, every spin acquisition looks, and only the first judgement of
-/// an execution finds the oldest sleeper starving (starvation mode is entered
-/// and left); 4, as 1, but the first judgement pauses (yields) until the
-/// model lets it go on, to steer a race without spending preemptions; 5, no
-/// looks and no judgement by age: sleepers judge themselves, their sleep
-/// ending at the starvation deadline while the execution's timeout budget
-/// lasts (`crate::model::take_timeout`); 6, as 1, but only the waiter
-/// whose starvation clock started first in the execution starves: the
-/// others are judged younger (`Platform::clock`).
+fault_names! {
+    NO_FAULT: None,
+    KEEP_SPINNING_ON_PUSH: KeepSpinningOnPush,
+    SKIP_WAKE: SkipWake,
+    ABANDON_WAKE_WHEN_LOCKED: AbandonWakeWhenLocked,
+    WAIT_WITHOUT_COMPARE: WaitWithoutCompare,
+    RELAXED_POP_RETRY: RelaxedPopRetry,
+    IGNORE_HANDED_SPIN: IgnoreHandedSpin,
+    HAND_OFF_CLEARS_LOCKED: HandOffClearsLocked,
+    IGNORE_HANDED_LOCK: IgnoreHandedLock,
+    RELAXED_RETAKE: RelaxedRetake,
+    RELAXED_UNLINK: RelaxedUnlink,
+    LEAVE_KEEPS_WAKE: LeaveKeepsWake,
+    UNLINK_WITHOUT_STACK_LOCK: UnlinkWithoutStackLock,
+    GIVE_UP_KEEPS_SPINNING: GiveUpKeepsSpinning,
+    STARVE_DROPS_WAKE: StarveDropsWake,
+    RELAXED_MOVE_RETRY: RelaxedMoveRetry,
+    MARKED_BELOW_EARLIER_MARKS: MarkedBelowEarlierMarks,
+    HAND_SPIN_PAST_SPINNER: HandSpinPastSpinner,
+    RELAXED_BACKLOG_ON_PUSH: RelaxedBacklogOnPush,
+    RELAXED_TAKE_ON_PUSH: RelaxedTakeOnPush,
+    COUNT_ON_OWNED_STACK: CountOnOwnedStack,
+    RELAXED_GIVE_BACK_RETRY: RelaxedGiveBackRetry,
+    POPPED_STARVER_KEEPS_NO_DEADLINE: PoppedStarverKeepsNoDeadline,
+    RELAXED_LEAVE_RETRY: RelaxedLeaveRetry,
+    RELAXED_LOOK_GIVE_BACK: RelaxedLookGiveBack,
+    STARVING_UNLOCK_RELEASES_WHEN_OWNED: StarvingUnlockReleasesWhenOwned,
+    RELAXED_HEAD_WAKE: RelaxedHeadWake,
+    RELAXED_STARVING_RELEASE: RelaxedStarvingRelease,
+    RELEASE_THEN_WAKE: ReleaseThenWake,
+    HAND_OFF_ENDS_STARVING: HandOffEndsStarving,
+    HAND_OFF_JUDGES_TOP: HandOffJudgesTop,
+    LEAVE_FROM_TOP_ENDS_STARVING: LeaveFromTopEndsStarving,
+    STARVING_ENDED_RELEASES_WITHOUT_WAKE: StarvingEndedReleasesWithoutWake,
+    LOOK_JUDGES_TOP: LookJudgesTop,
+    SERVE_JUDGES_TOP: ServeJudgesTop,
+    SERVE_GIVES_BACK_WITHOUT_STARVING: ServeGivesBackWithoutStarving,
+    POP_MERGES_STALE_FLAGS: PopMergesStaleFlags,
+    LEAVE_FROM_TOP_KEEPS_STALE_TAIL: LeaveFromTopKeepsStaleTail,
+}
+
+/// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).
+pub(crate) mod wakes {
+    /// Every wake takes the oldest sleeper.
+    pub(crate) const FIFO: u32 = 0;
+    /// Newest first, but the oldest sleeper is passed over at most once
+    /// (the mostly-LIFO policy of the test builds).
+    pub(crate) const ONE_PASS: u32 = 1;
+}
+
+/// The starvation rules, for [`Loom`]'s `FAIR` (applied by
+/// `crate::model::starving`).
+pub(crate) mod fair {
+    /// No looks, and nobody ever starves.
+    pub(crate) const NOBODY_STARVES: u8 = 0;
+    /// Every spin acquisition looks, and every oldest sleeper starves.
+    pub(crate) const OLDEST_STARVES: u8 = 1;
+    /// Every spin acquisition looks, and nobody starves.
+    pub(crate) const LOOKS_NOBODY_STARVES: u8 = 2;
+    /// Every spin acquisition looks, and only the first judgement of an
+    /// execution finds the oldest sleeper starving (starvation mode is
+    /// entered and left).
+    pub(crate) const STARVES_ONCE: u8 = 3;
+    /// As [`OLDEST_STARVES`], but the first judgement pauses (blocks) until
+    /// the model lets it go on, to steer a race without spending
+    /// preemptions.
+    pub(crate) const OLDEST_STARVES_FIRST_PAUSES: u8 = 4;
+    /// No looks and no judgement by age: sleepers judge themselves, their
+    /// sleep ending at the starvation deadline while the execution's timeout
+    /// budget lasts (`crate::model::take_timeout`).
+    pub(crate) const SELF_JUDGED: u8 = 5;
+    /// As [`OLDEST_STARVES`], but only the waiter whose starvation clock
+    /// started first in the execution starves: the others are judged younger
+    /// ([`Platform::clock`](super::Platform::clock)).
+    pub(crate) const BY_AGE: u8 = 6;
+}
+
+/// The loom platform: `FAULT` picks a deliberate bug ([`faults`]),
+/// `SPURIOUS` the number of spurious futex returns per execution,
+/// `MAX_PASSES` the wake policy ([`wakes`]), `FAIR` the starvation rule
+/// ([`fair`]). `crate::model` names the combinations its models use.
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
@@ -142,13 +193,13 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
         crate::model::backlog_sleepers()
     }
     fn look_due(_now: u64) -> bool {
-        FAIR != 0 && FAIR != 5
+        FAIR != fair::NOBODY_STARVES && FAIR != fair::SELF_JUDGED
     }
     fn starving(since: u64) -> bool {
         crate::model::starving(FAIR, since)
     }
     fn starve_deadline(_since: u64, _backed_up: bool) -> Option<ModelDeadline> {
-        if FAIR != 5 {
+        if FAIR != fair::SELF_JUDGED {
             return None;
         }
         crate::model::before_starve_deadline();
@@ -257,7 +308,7 @@ const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
 
 /// The model's deadlines have no time, only an order: a sleeper's own
-/// starvation deadline (rule 5) comes before a timed waiter's deadline, so
+/// starvation deadline (`fair::SELF_JUDGED`) comes before a timed waiter's deadline, so
 /// that a timed waiter can mark itself starving before it leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ModelDeadline {
