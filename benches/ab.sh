@@ -20,7 +20,7 @@
 # minutes. Keep the machine otherwise idle. Finally it prints the
 # comparison:
 #
-#   cargo run --release --example ab_report -- target/spinbit-ab/CFG
+#   cargo run --release -p spinbit-bench --bin ab_report -- target/spinbit-ab/CFG
 #
 # Only spinbit runs, so the comparison is of the two builds with each
 # other, not with the peers; a build that wins here is re-measured with the
@@ -67,13 +67,13 @@ fi
 
 # The benchmark executable that `cargo bench --no-run` reports.
 build() {
-  cargo bench --bench mutex --features bench-ablations --no-run 2>&1 |
-    sed -n 's/.*Executable benches\/mutex.rs (\(.*\))$/\1/p' | tail -1
+  cargo bench -p spinbit-bench --bench mutex --features bench-ablations --no-run 2>&1 |
+    sed -n 's/.*Executable mutex\.rs (\(.*\))$/\1/p' | tail -1
 }
 base=$(build)
 variant=$(RUSTFLAGS="--cfg $cfg" CARGO_TARGET_DIR="target/ab-$cfg" build)
 if [[ -z $base || -z $variant ]]; then
-  echo "ab.sh: a build failed (run cargo bench --bench mutex --no-run to see why)" >&2
+  echo "ab.sh: a build failed (run cargo bench -p spinbit-bench --bench mutex --no-run to see why)" >&2
   exit 1
 fi
 
@@ -97,4 +97,4 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 echo "== done ($(uptime | sed 's/.*load/load/'))" >&2
-cargo run --release --example ab_report -- "$out"
+cargo run --release -p spinbit-bench --bin ab_report -- "$out"

@@ -1,16 +1,17 @@
 //! spinbit's benchmark suite: every lock, every cell of the matrix, in one run.
 //!
-//! Run it with
+//! Run it from the repository's root (this file is the one benchmark of the
+//! crate `spinbit-bench`, `benches/Cargo.toml`) with
 //!
 //! ```text
-//! SPINBIT_BENCH_PROFILE=quick cargo bench --bench mutex --features bench-ablations
-//! cargo bench --bench mutex --features bench-ablations              # full profile
-//! benches/sweep.sh SPIN_NS 1000 2000 4000                           # sensitivity sweep
+//! SPINBIT_BENCH_PROFILE=quick cargo bench -p spinbit-bench --bench mutex --features bench-ablations
+//! cargo bench -p spinbit-bench --bench mutex --features bench-ablations   # full profile
+//! benches/sweep.sh SPIN_NS 1000 2000 4000                                 # sensitivity sweep
 //! ```
 //!
 //! and turn the companion metrics into a report per CPU family,
 //! `benches/results/<arch>-<cpu family>.md` plus SVG charts, with
-//! `cargo run --release --example bench_report`.
+//! `cargo run --release -p spinbit-bench --bin bench_report`.
 //!
 //! # Locks
 //!
@@ -184,9 +185,9 @@
 //! cell per lock, with its `layout` (`inline`, `split`) and `unlock`
 //! (`plain`, `fair`). A run with a filter writes only the matching
 //! cells (the companion pass applies the filter as a plain substring of
-//! `group/lock`, or exactly with `--exact`). `cargo test --benches`,
-//! `--list` and `--profile-time` runs skip the companion pass and leave the
-//! file alone.
+//! `group/lock`, or exactly with `--exact`). `cargo test -p spinbit-bench
+//! --benches`, `--list` and `--profile-time` runs skip the companion
+//! pass and leave the file alone.
 //!
 //! # How a window fits criterion
 //!
@@ -258,7 +259,7 @@
 //!
 //! `SPINBIT_BENCH_PROFILE=sweep`: one point of the sensitivity sweep
 //! (`benches/sweep.sh` runs it once per value of one tuning constant, set
-//! through the `tuning` feature, and `examples/sweep_report.rs` compares
+//! through the `tuning` feature, and `benches/src/bin/sweep_report.rs` compares
 //! the points). The key cells only, inline layout: `contended` t2/cs0,
 //! t4/cs0, t8/cs0, t16/cs0, t32/cs0, t64/cs0, t8/cs100, t32/cs100,
 //! t64/cs100, t8/cs1000, t16/cs1000, t32/cs1000, t64/cs1000, t64/cs10000
@@ -277,7 +278,7 @@ use std::hint::black_box;
 use std::io::Write as _;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -1930,8 +1931,13 @@ fn out_path() -> PathBuf {
     }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| repo_root().join("target"));
     target_dir.join("spinbit-bench").join(format!("{}.jsonl", target_triple()))
+}
+
+/// The repository's root: this crate is its `benches/`.
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("benches/ has a parent")
 }
 
 /// A JSON string literal.
@@ -2017,7 +2023,7 @@ fn commit() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
-            .arg(env!("CARGO_MANIFEST_DIR"))
+            .arg(repo_root())
             .args(args)
             .output()
             .ok()
@@ -2121,7 +2127,11 @@ fn command_line(profile: &Profile, args: &Args, tuning: &[Tuning]) -> String {
     for t in tuning.iter().filter(|t| t.overridden) {
         let _ = write!(cmd, "SPINBIT_{}={} ", t.name, t.value);
     }
-    let _ = write!(cmd, "SPINBIT_BENCH_PROFILE={} cargo bench --bench mutex", profile.name);
+    let _ = write!(
+        cmd,
+        "SPINBIT_BENCH_PROFILE={} cargo bench -p spinbit-bench --bench mutex",
+        profile.name
+    );
     let features: Vec<&str> = [
         cfg!(feature = "bench-ablations").then_some("bench-ablations"),
         cfg!(feature = "tuning").then_some("tuning"),
@@ -2189,7 +2199,7 @@ fn worst(reps: &[Sample]) -> f64 {
 // ---------------------------------------------------------------------------
 //
 // The library's `stats` feature (`spinbit::stats`: process-wide counters of
-// what the slow paths did). With it (`cargo bench --bench mutex --features
+// what the slow paths did). With it (`cargo bench -p spinbit-bench --bench mutex --features
 // bench-ablations,stats`), the companion pass resets the counters before
 // every window of spinbit and its ablations and reads them after it, and
 // writes them, one object per window in the order the windows ran, as

@@ -15,10 +15,10 @@
 #
 #   SPINBIT_<CONSTANT>=VALUE SPINBIT_BENCH_PROFILE=sweep \
 #     SPINBIT_BENCH_OUT=target/spinbit-sweep/<CONSTANT>-<VALUE>.jsonl \
-#     cargo bench --bench mutex --features bench-ablations,tuning
+#     cargo bench -p spinbit-bench --bench mutex --features bench-ablations,tuning
 #
 # then prints one markdown table per cell, one row per value, with
-# `cargo run --release --example sweep_report -- target/spinbit-sweep/<CONSTANT>-*.jsonl`
+# `cargo run --release -p spinbit-bench --bin sweep_report -- target/spinbit-sweep/<CONSTANT>-*.jsonl`
 # (every value swept so far, not only this invocation's). Include the
 # default value to see it next to the others. The runs are timings: keep the
 # machine otherwise idle (`uptime` before and after). The default values
@@ -56,7 +56,7 @@ for v in "$@"; do
   echo "== $constant=$v ($(uptime | sed 's/.*load/load/'))" >&2
   env "SPINBIT_$constant=$v" SPINBIT_BENCH_PROFILE=sweep \
     SPINBIT_BENCH_OUT="$out/$constant-$v.jsonl" \
-    cargo bench --bench mutex --features bench-ablations,tuning
+    cargo bench -p spinbit-bench --bench mutex --features bench-ablations,tuning
 done
 echo "== done ($(uptime | sed 's/.*load/load/'))" >&2
-cargo run --release --example sweep_report -- "$out/$constant"-*.jsonl
+cargo run --release -p spinbit-bench --bin sweep_report -- "$out/$constant"-*.jsonl

@@ -1,12 +1,12 @@
 //! Compares the points of a sensitivity sweep (`benches/sweep.sh`).
 //!
 //! ```text
-//! cargo run --release --example sweep_report -- FILE.jsonl...
-//! cargo run --release --example sweep_report -- target/spinbit-sweep/SPIN_NS-*.jsonl
+//! cargo run --release -p spinbit-bench --bin sweep_report -- FILE.jsonl...
+//! cargo run --release -p spinbit-bench --bin sweep_report -- target/spinbit-sweep/SPIN_NS-*.jsonl
 //! ```
 //!
 //! Each FILE is the output of one `SPINBIT_BENCH_PROFILE=sweep` run of
-//! `cargo bench --bench mutex` with the `tuning` feature. The swept
+//! `cargo bench -p spinbit-bench --bench mutex` with the `tuning` feature. The swept
 //! constant and its value come from the file's meta line
 //! (`tuning_overrides`, `tuning`); files are grouped by swept constant and
 //! sorted by value. For each constant and each cell it prints a markdown
@@ -22,7 +22,7 @@
 //!   the cell's locks): the noise.
 //!
 //! The best value of each column is in bold, and the constant's default
-//! (read from the source this example is built with) is marked. A summary
+//! (read from the source this tool is built with) is marked. A summary
 //! per constant gives, per cell, the best value for throughput and how far
 //! spinbit's throughput moved across the values (the spread: max / min - 1),
 //! next to the run-to-run spread of the peers, which the constant does not
@@ -130,11 +130,11 @@ fn load(path: &str) -> Result<Point, String> {
     Ok(Point { constant, value, num, meta, cells })
 }
 
-/// The constant's value in the source this example is built with.
+/// The constant's value in the source this tool is built with.
 fn default_of(name: &str) -> Option<f64> {
     // Every constant is in src/arch/mod.rs (MAX_BACKOFF, in spin hints, was
     // in src/lock.rs until MAX_LOOK_GAP_NS replaced it: no default now).
-    include_str!("../src/arch/mod.rs")
+    include_str!("../../../src/arch/mod.rs")
         .lines()
         .map(|l| {
             let l = l.trim_start();

@@ -1,7 +1,7 @@
 //! Compares two builds of spinbit measured by `benches/ab.sh`.
 //!
 //! ```text
-//! cargo run --release --example ab_report -- target/spinbit-ab/CFG
+//! cargo run --release -p spinbit-bench --bin ab_report -- target/spinbit-ab/CFG
 //! ```
 //!
 //! The directory holds `base-ROUND-CELL.jsonl` and

@@ -1,4 +1,4 @@
-//! Helpers shared by the report examples (`bench_report`, `sweep_report`,
+//! Helpers shared by the report tools (`bench_report`, `sweep_report`,
 //! `cross_cpu`).
 
 /// Whether `lock` is a peer: neither spinbit nor one of its ablations.

@@ -1,5 +1,5 @@
 //! A small JSON reader, enough for the flat objects the benchmark writes
-//! (`benches/mutex.rs`): shared by the report examples.
+//! (`benches/mutex.rs`): shared by the report tools.
 
 use std::collections::BTreeMap;
 
