@@ -62,6 +62,12 @@ echo "work tree, features: $(join "${cur_features[@]}")"
 # own target/ and .git left out), and the control's one change.
 mkdir "$scratch/base" "$scratch/control"
 git archive "$base_rev" | tar -x -C "$scratch/base"
+# The scratch copies sit inside this repository's workspace: a copy whose
+# manifest has no `[workspace]` of its own gets an empty one, so that cargo
+# does not take it for a member of ours.
+for d in "$scratch/base"; do
+  grep -q '^\[workspace\]' "$d/Cargo.toml" || printf '\n[workspace]\n' >>"$d/Cargo.toml"
+done
 tar -C "$root" --exclude=./target --exclude=./.git -cf - . | tar -C "$scratch/control" -xf -
 sed -i 's/^pub use raw::{RawFairMutex, RawMutex};$/pub use raw::{RawFairMutex as RenamedRawFairMutex, RawMutex};\nuse raw::RawFairMutex;/' \
   "$scratch/control/src/lib.rs"
