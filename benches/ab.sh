@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # A/B measurement of a build variant of spinbit against the default build:
 #
-#   benches/ab.sh CFG [ROUNDS [CELL...]]
-#   benches/ab.sh spinbit_release_then_wake 3
+#   benches/ab.sh NAME [ROUNDS [CELL...]]
+#   benches/ab.sh release-then-wake 3
 #
-# CFG is a `--cfg` name the crate knows (Cargo.toml, `[lints.rust]`), e.g.
-# `spinbit_release_then_wake` (src/lock.rs, `RELEASE_THEN_WAKE`) or
-# `spinbit_timed_looks` (src/arch/mod.rs, `TIMED_LOOKS`). The
-# script builds the benchmark twice: as it is, and with
-# `RUSTFLAGS="--cfg CFG"` in its own target directory (target/ab-CFG). Then,
+# NAME is a patch in benches/patches/ (NAME.patch): release-then-wake,
+# timed-looks or untimed-resleep, or one made as docs/benchmarks.md
+# ("Measuring a build variant") tells. The script builds the benchmark
+# twice: as the working tree is, in target/ as usual, and from a copy of
+# the working tree (without target/ and .git) with the patch applied, in
+# target/ab-NAME/tree, with its own target directory target/ab-NAME/target
+# (benches/patches/tree.sh makes the copy; it stops here if the patch no
+# longer applies). Then,
 # ROUNDS times (default 3), it runs each CELL (a benchmark group such as
 # `contended-inline/t8/cs0/think0`; default: the key cells below) for
 # spinbit alone with the full profile (5 interleaved 400 ms windows), once
 # per build, the build that goes first alternating from round to round, so
 # that a slow drift of the machine does not always favour the same one.
-# Each run writes target/spinbit-ab/CFG/{base,variant}-ROUND-CELL.jsonl
+# Each run writes target/spinbit-ab/NAME/{base,variant}-ROUND-CELL.jsonl
 # (the benchmark's own output goes to run.log there).
 # About 7 s per run on 2 cores: 3 rounds of the 12 default cells take 10
 # minutes. Keep the machine otherwise idle. Finally it prints the
 # comparison:
 #
-#   cargo run --release -p spinbit-bench --bin ab_report -- target/spinbit-ab/CFG
+#   cargo run --release -p spinbit-bench --bin ab_report -- target/spinbit-ab/NAME
 #
 # Only spinbit runs, so the comparison is of the two builds with each
 # other, not with the peers; a build that wins here is re-measured with the
@@ -32,15 +35,11 @@ if (($# < 1)); then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
   exit 2
 fi
-cfg=$1
+name=$1
 rounds=${2:-3}
 shift $(($# < 2 ? $# : 2))
-if ! [[ $cfg =~ ^[a-z_][a-z0-9_]*$ ]]; then
-  echo "ab.sh: $cfg is not a cfg name" >&2
-  exit 2
-fi
-if ! grep -q "cfg($cfg)" Cargo.toml; then
-  echo "ab.sh: cfg($cfg) is not declared in Cargo.toml's [lints.rust]" >&2
+if ! [[ $name =~ ^[a-z0-9][a-z0-9-]*$ && -f benches/patches/$name.patch ]]; then
+  echo "ab.sh: no patch benches/patches/$name.patch (have: $(cd benches/patches && ls -- *.patch | sed 's/\.patch$//' | tr '\n' ' '))" >&2
   exit 2
 fi
 if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
@@ -70,14 +69,15 @@ build() {
   cargo bench -p spinbit-bench --bench mutex --features bench-ablations --no-run 2>&1 |
     sed -n 's/.*Executable mutex\.rs (\(.*\))$/\1/p' | tail -1
 }
+tree=$(benches/patches/tree.sh "$name")
 base=$(build)
-variant=$(RUSTFLAGS="--cfg $cfg" CARGO_TARGET_DIR="target/ab-$cfg" build)
+variant=$(cd "$tree" && CARGO_TARGET_DIR="$(dirname "$tree")/target" build)
 if [[ -z $base || -z $variant ]]; then
-  echo "ab.sh: a build failed (run cargo bench -p spinbit-bench --bench mutex --no-run to see why)" >&2
+  echo "ab.sh: a build failed (run cargo bench -p spinbit-bench --bench mutex --no-run, in $tree for the variant, to see why)" >&2
   exit 1
 fi
 
-out=target/spinbit-ab/$cfg
+out=target/spinbit-ab/$name
 rm -rf "$out"
 mkdir -p "$out"
 run() { # build-name executable round cell

@@ -27,40 +27,6 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-pub(crate) use x86_64::{look_miss_ticks, timed};
-
-/// A measurement build (`--cfg spinbit_timed_looks`, x86_64 only, used by
-/// `benches/ab.sh`): outside a ping-pong pause, the spinner times each
-/// look at the lock word and adapts its look gap to what the look found.
-/// A look that hit in this core's cache found a line nobody wrote since
-/// the previous look (a holder in a long critical section), so the gap
-/// halves and the release is seen sooner; a look that missed found a
-/// line in use (a holder re-taking the lock, other waiters arriving), so
-/// the gap doubles as in the default build. Measured on the Intel Xeon VM,
-/// and not the default: `handoff-inline/cs1000` gains 7 %, but `t2/cs100`
-/// loses 7 %, probably because a 100 ns critical section looks as quiet as
-/// a 1 µs one until it ends
-/// (`benches/results/ab-x86_64-intel-xeon-timed-looks.md`).
-pub(crate) const TIMED_LOOKS: bool =
-    cfg!(all(spinbit_timed_looks, target_arch = "x86_64", not(miri)));
-
-/// Elsewhere looks are not timed ([`TIMED_LOOKS`] is false and
-/// [`look_miss_ticks`] is 0): these keep the callers compiling.
-///
-/// # Safety
-/// None needed; `unsafe` only to match the x86_64 function.
-#[cfg(not(all(target_arch = "x86_64", not(miri))))]
-pub(crate) unsafe fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    (f(), 0)
-}
-
-/// See [`timed`]: 0, looks are not timed.
-#[cfg(not(all(target_arch = "x86_64", not(miri))))]
-pub(crate) fn look_miss_ticks() -> u64 {
-    0
-}
-
 /// How long the one spinning waiter busy-waits for the lock before it yields
 /// once and then sleeps, in nanoseconds.
 ///
@@ -738,34 +704,6 @@ fn calibrate(ticks: fn() -> u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The timed-looks build's threshold lies above a hit: a good share of
-    /// timed loads of a word in this core's cache count as hits, timed as
-    /// the calibration times them. (Whether misses exceed it is measured,
-    /// not tested: it depends on the machine.)
-    #[test]
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    fn a_timed_look_at_an_own_line_is_a_hit() {
-        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-        let miss = look_miss_ticks();
-        if miss == 0 {
-            return; // no RDTSCP: looks are not timed
-        }
-        // SAFETY: the CPU has RDTSCP (`look_miss_ticks` is not 0).
-        let (a, b) = unsafe { (x86_64::ticks_ordered(), x86_64::ticks_ordered()) };
-        let c = {
-            spin_for_ns(1_000);
-            // SAFETY: as above.
-            unsafe { x86_64::ticks_ordered() }
-        };
-        assert!(a <= b && b < c, "the ordered counter does not advance: {a}, {b}, {c}");
-        let word = AtomicU64::new(0);
-        let hits = (0..1000)
-            // SAFETY: as above.
-            .filter(|_| unsafe { timed(|| core::hint::black_box(word.load(Relaxed))) }.1 <= miss)
-            .count();
-        assert!(hits >= 250, "{hits} of 1000 timed loads of an own line within {miss} ticks");
-    }
 
     #[test]
     fn ticks_are_monotonic_and_rate_is_sane() {

@@ -89,38 +89,6 @@ pub(crate) const BACKLOG: usize = 16;
 /// a deliberately broken build that the sanitizer must report.
 const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
-/// The measurement build `spinbit_release_then_wake` (`benches/ab.sh`):
-/// `unlock` releases LOCKED with a `fetch_sub` and, if the value it
-/// replaced shows a wake to do, takes the stack afterwards, as `unlock` did
-/// before its release became a CAS. It stays a mutex, but the unlocker then
-/// touches the word after another thread may have taken the lock, used it
-/// last and freed it (`model::freed_by_its_last_user` catches it: its
-/// negative control, `Fault::ReleaseThenWake`, runs this code). It exists
-/// only to measure what the release CAS costs.
-const RELEASE_THEN_WAKE: bool = cfg!(spinbit_release_then_wake);
-
-/// The measurement build `spinbit_untimed_resleep` (`benches/ab.sh`): a
-/// thread that a wake popped in its `lock` call and that pushes itself back
-/// as the only sleeper, with nobody spinning, sleeps without its
-/// starvation timer until its deadline has passed (it checks its clock at
-/// each wake, so it still marks itself then). Arming and cancelling a
-/// futex wait's timer costs a few µs of CPU per sleep in a VM, and beside
-/// a holder that re-takes the lock at once such a sleeper is woken again
-/// within a critical section. It saves CPU and costs throughput: 2-core
-/// Intel Xeon VM (model 167), two `ab.sh` sets of three rounds, CPU per
-/// operation 0.81-0.88 of the default's at 2 threads with 100 ns-10 µs
-/// critical sections, throughput 0.94-0.97 with 1-10 µs ones (runs apart
-/// in three of those four), the other key cells within their spread
-/// (`benches/results/ab-x86_64-intel-xeon-f6m167-untimed-resleep.md`).
-/// Against the peers that turns
-/// those cells' throughput from at or above the fastest peer's to below it,
-/// without bringing their CPU per operation down to the cheapest peer's
-/// (docs/benchmarks.md, "Why the 2-thread cells with critical sections cost more CPU
-/// per operation"). Untimed sleeps there rest on the others' backstop
-/// while spinners keep unlocks from waking them, which the `algorithm` docs'
-/// bound does not cover; this build is for measurement only.
-const UNTIMED_RESLEEP: bool = cfg!(spinbit_untimed_resleep);
-
 /// Aborts the process if dropped: armed around a call that must not unwind,
 /// and forgotten after it.
 struct AbortOnUnwind;
@@ -352,13 +320,16 @@ impl<P: Platform> Lock<P> {
     /// only while it holds LOCKED or the stack, and never after a release
     /// that leaves it neither: a thread that takes the lock after that
     /// release, is its last user and frees it, frees nothing that this
-    /// unlock still uses (`model::freed_by_its_last_user`).
+    /// unlock still uses (`model::freed_by_its_last_user`). Against a
+    /// release with a `fetch_sub` and a wake after it (`release_then_wake`),
+    /// the CAS costs at most about 4 % at two threads (docs/benchmarks.md,
+    /// "Measuring a build variant").
     ///
     /// # Safety
     /// The lock must be held by the caller's context.
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        if RELEASE_THEN_WAKE || P::FAULT == Fault::ReleaseThenWake {
+        if P::FAULT == Fault::ReleaseThenWake {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
@@ -385,10 +356,13 @@ impl<P: Platform> Lock<P> {
         unsafe { self.unlock_slow(s) }
     }
 
-    /// The unlock of the measurement build `spinbit_release_then_wake` and
-    /// of the negative control `Fault::ReleaseThenWake`: release with a
-    /// `fetch_sub`, then, if its old value shows a wake to do, take the
-    /// stack after the release (see `RELEASE_THEN_WAKE`).
+    /// The unlock of the negative control `Fault::ReleaseThenWake` (and of
+    /// the measurement variant `benches/patches/release-then-wake.patch`):
+    /// release with a `fetch_sub`, then, if its old value shows a wake to
+    /// do, take the stack after the release, as `unlock` did before its
+    /// release became a CAS. It stays a mutex, but the unlocker then
+    /// touches the word after another thread may have taken the lock, used
+    /// it last and freed it (`model::freed_by_its_last_user` catches it).
     ///
     /// # Safety
     /// The lock must be held by the caller's context.

@@ -221,20 +221,12 @@ impl<P: Platform> Lock<P> {
                     self.count_on_push();
                 }
                 let backed_up = f & BACKLOG != 0;
-                // Only in the measurement build `UNTIMED_RESLEEP`: a
-                // sleep without the starvation timer (a deadline that
-                // found us popped has passed).
-                let timer = !(UNTIMED_RESLEEP && w.slept && head(s).is_null() && f & SPINNING == 0)
-                    || w.popped_starving
-                    // SAFETY: only we write `since`.
-                    || P::starve_due(unsafe { node.since.get() }, backed_up);
                 w.slept = true;
                 if !self.sleep(
                     node,
                     me,
                     deadline,
                     backed_up,
-                    timer,
                     (&mut w.marked, &mut w.popped_starving),
                 ) {
                     // SAFETY: our node is (or was) on this lock's stack.
@@ -305,9 +297,8 @@ impl<P: Platform> Lock<P> {
     /// Sleeps on our node (just pushed) until woken: returns `true`, or
     /// `false` if `deadline` came first.
     ///
-    /// Unless we already did in this `lock` call (or `timer` is clear, in
-    /// the measurement build `UNTIMED_RESLEEP` only), the sleep also ends
-    /// at the platform's starvation deadline ([`Platform::starve_deadline`]):
+    /// Unless we already did in this `lock` call, the sleep also ends at
+    /// the platform's starvation deadline ([`Platform::starve_deadline`]):
     /// then we mark ourselves starving and move to the bottom of the stack
     /// (`starve`), so that unlocks hand the lock to us (or to a sleeper
     /// that marked itself before us), spin a moment for that hand-off, and
@@ -318,6 +309,15 @@ impl<P: Platform> Lock<P> {
     /// see `start_clock`), and if
     /// we lose the lock again, our next sleep starts past it and marks us
     /// at once, unless a stack owner pops us first again.
+    ///
+    /// The timer is armed even when a woken thread sleeps again as the only
+    /// sleeper with nobody spinning, although arming and cancelling it costs
+    /// a VM a few µs of CPU per sleep: without it
+    /// (`benches/patches/untimed-resleep.patch`), 2-thread cells with
+    /// 100 ns-10 µs critical sections used 12-19 % less CPU per operation
+    /// but lost 3-6 % of their throughput at 1-10 µs, turning leads over the
+    /// peers into losses, and such sleeps would rest the bound on the
+    /// others' backstop (docs/benchmarks.md, "Measuring a build variant").
     #[inline(always)]
     pub(super) fn sleep(
         &self,
@@ -325,11 +325,10 @@ impl<P: Platform> Lock<P> {
         me: *mut Node<P>,
         deadline: Option<Deadline<P>>,
         backed_up: bool,
-        timer: bool,
         (marked, popped): (&mut bool, &mut bool),
     ) -> bool {
         loop {
-            let starve_at = if *marked || !timer {
+            let starve_at = if *marked {
                 None
             } else {
                 // SAFETY: only we write `since`, and we wrote it before the
@@ -503,7 +502,11 @@ impl<P: Platform> Lock<P> {
         let mut s = self.state.load(Relaxed);
         // Spin hints between two looks at the word, doubling up to the
         // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
-        // line away from the holder.
+        // line away from the holder. Timing each look with `RDTSCP` and
+        // halving the gap after one that hit in this core's cache
+        // (`benches/patches/timed-looks.patch`) gained 7 % in
+        // `handoff-inline/cs1000` on one Intel Xeon VM, lost 7 % in
+        // `t2/cs100` there, and did not carry over to another (docs/benchmarks.md).
         let max_backoff = P::max_backoff();
         if ping_pong {
             // What the pause found sets how soon this thread pauses again.
@@ -543,20 +546,8 @@ impl<P: Platform> Lock<P> {
             for _ in 0..backoff {
                 P::spin_hint();
             }
-            // The measurement build `spinbit_timed_looks` times the look:
-            // one that missed doubles the gap, one that hit halves it. Not
-            // after a ping-pong pause: the holder runs its acquisitions back
-            // to back there, every look would miss, and timing it would
-            // only cost.
-            if P::TIMED_LOOKS && !ping_pong {
-                let missed;
-                (s, missed) = P::timed_look(|| self.state.load(Relaxed));
-                backoff =
-                    if missed { (backoff * 2).min(max_backoff) } else { (backoff / 2).max(1) };
-            } else {
-                backoff = (backoff * 2).min(max_backoff);
-                s = self.state.load(Relaxed);
-            }
+            backoff = (backoff * 2).min(max_backoff);
+            s = self.state.load(Relaxed);
         }
         P::record(Event::SpinRanOut);
         P::yield_now();

@@ -92,8 +92,9 @@ impl<P: Platform> Lock<P> {
         })
     }
 
-    /// The wake of `release_then_wake` (the measurement build and the
-    /// negative control of `RELEASE_THEN_WAKE`): we just released LOCKED,
+    /// The wake of `release_then_wake` (the negative control
+    /// `Fault::ReleaseThenWake`, and the measurement variant
+    /// `benches/patches/release-then-wake.patch`): we just released LOCKED,
     /// and `old`, the word before that, showed sleepers with no spinner and
     /// no stack owner, or STARVING (set after the unlock's look).
     ///

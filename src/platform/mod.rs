@@ -134,7 +134,7 @@ pub(crate) enum Fault {
     /// lock with a Relaxed RMW.
     RelaxedStarvingRelease,
     /// `unlock` releases LOCKED first and takes the stack for its wake
-    /// afterwards (`spinbit_release_then_wake`): it touches the word after
+    /// afterwards (`release_then_wake`): it touches the word after
     /// another thread may have taken the lock, used it last and freed it.
     ReleaseThenWake,
     /// Every hand-off ends starvation mode, even with marked sleepers left
@@ -274,12 +274,6 @@ pub(crate) trait Platform: Sized + 'static {
     fn broken(what: &str) -> ! {
         crate::lock::abort_with(what)
     }
-    /// Whether spinners time their looks ([`Platform::timed_look`]): only
-    /// in the measurement build `--cfg spinbit_timed_looks` on x86_64
-    /// (`arch::TIMED_LOOKS`), never in the model. Elsewhere the gap between
-    /// looks doubles after every look.
-    const TIMED_LOOKS: bool = false;
-
     fn spin_hint();
     fn yield_now();
     /// A waiter's yield before it sleeps (see `Lock::wait`): yields the
@@ -358,15 +352,6 @@ pub(crate) trait Platform: Sized + 'static {
     /// (`spun_recently` is always false there).
     #[inline(always)]
     fn pause_ended(_held: bool) {}
-    /// A spinner's look at the word (`look`), and whether it missed in this
-    /// core's cache (another thread wrote the line since the previous look),
-    /// which doubles the gap before the next look; a hit halves it. Called
-    /// only where [`Platform::TIMED_LOOKS`] is set. By default every look
-    /// counts as a miss.
-    #[inline(always)]
-    fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
-        (look(), true)
-    }
     /// The most spin hints between two looks at the word.
     #[inline(always)]
     fn max_backoff() -> u32 {

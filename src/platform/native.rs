@@ -193,7 +193,6 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         SPIN_ONE_UNWINDS => super::Fault::UnwindPastNode,
         _ => super::Fault::None,
     };
-    const TIMED_LOOKS: bool = arch::TIMED_LOOKS;
 
     #[inline(always)]
     fn spin_hint() {
@@ -294,17 +293,6 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
                 arch::spin_hint();
             }
         }
-    }
-    #[inline(always)]
-    fn timed_look<T>(look: impl FnOnce() -> T) -> (T, bool) {
-        let miss = arch::look_miss_ticks();
-        if miss == 0 {
-            // No ordered counter: every look counts as a miss.
-            return (look(), true);
-        }
-        // SAFETY: `look_miss_ticks` is not 0, so the CPU has RDTSCP.
-        let (value, took) = unsafe { arch::timed(look) };
-        (value, took > miss)
     }
     #[inline]
     fn max_backoff() -> u32 {
