@@ -2038,13 +2038,18 @@ fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
     const LIMIT: Duration = Duration::from_secs(1);
     for round in 0..20 {
         let p = K::new();
-        // The parker is shared as the lock shares a node: by address.
-        let addr = ptr::from_ref(&p).expose_provenance();
+        // The parker is shared as the lock shares a node: by pointer.
+        struct Shared<K>(*const K);
+        // SAFETY: the parker is made to be woken from another thread; the
+        // test hands its pointer to the one thread that parks on it.
+        unsafe impl<K> Send for Shared<K> {}
+        let shared = Shared(ptr::from_ref(&p));
         let (armed, is_armed) = std::sync::mpsc::channel();
         let waited = thread::scope(|s| {
             let h = s.spawn(move || {
+                let shared = shared;
                 // SAFETY: `p` outlives the scope.
-                let p = unsafe { &*ptr::with_exposed_provenance::<K>(addr) };
+                let p = unsafe { &*shared.0 };
                 p.prepare();
                 armed.send(()).unwrap();
                 if timed {
@@ -2478,6 +2483,9 @@ fn negative_control_a_panic_that_unwinds_out_of_lock_is_caught() {
 #[cfg(target_os = "linux")]
 fn child_takes_the_lock_after_fork(contended: bool) -> i32 {
     let g = Guarded::<Native>::new();
+    // This thread's event counters exist before the fork: the child's first
+    // `record` would otherwise create them (an allocation).
+    my_events();
     g.lock.lock();
     thread::scope(|s| {
         if contended {
@@ -2498,9 +2506,28 @@ fn child_takes_the_lock_after_fork(contended: bool) -> i32 {
             // the parent's (no destructors, no atexit handlers).
             unsafe { libc::_exit(if took { 0 } else { 1 }) };
         }
+        // Waits for the child for up to 20 s: a child that hangs (its lock
+        // handed to a thread that does not exist, and no deadline) is
+        // killed and fails the test rather than hanging it.
         let mut status = 0;
-        // SAFETY: waits for the child forked above; `status` is writable.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let start = Instant::now();
+        loop {
+            // SAFETY: polls the child forked above; `status` is writable.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            assert!(r >= 0, "waitpid failed");
+            if r == pid {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                // SAFETY: kills and reaps our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung for 20 s");
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
         // SAFETY: locked above; the sleeper, if any, takes it next.
         unsafe { g.lock.unlock() };
         assert!(libc::WIFEXITED(status), "the child did not exit: status {status:#x}");

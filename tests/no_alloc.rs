@@ -278,6 +278,10 @@ fn workload(
     reached
 }
 
+/// One test, so that nothing else in this binary runs beside it: the
+/// paths that run once per process (the CPU count, the tick calibration)
+/// run in its workload first, where an allocation is charged to it, and
+/// its negative control runs after it.
 #[test]
 #[cfg_attr(miri, ignore = "seconds of real contention")]
 fn no_lock_call_allocates_even_under_a_guarded_allocator() {
@@ -285,25 +289,24 @@ fn no_lock_call_allocates_even_under_a_guarded_allocator() {
     let reached = workload(&COUNTS, 8, Duration::from_secs(2), |m| m.lock());
     assert_eq!(COUNTS.in_call.load(Relaxed), 0, "allocations inside lock calls");
     assert_eq!(COUNTS.reentered.load(Relaxed), 0, "the allocator's lock call allocated");
+    // Nor in the allocator's lock calls of the harness's own threads.
+    assert_eq!(UNATTRIBUTED.in_call.load(Relaxed), 0, "allocations inside lock calls");
+    assert_eq!(UNATTRIBUTED.reentered.load(Relaxed), 0, "the allocator's lock call allocated");
     // It contended for real: waiters slept, timed waits ran out, fair
     // unlocks found waiters, the allocator's own mutex was contended.
-    assert!(reached.contended >= 1_000, "{reached:?}");
+    assert!(reached.contended >= 200, "{reached:?}");
     assert!(reached.long_waits >= 20, "{reached:?}");
     assert!(reached.timed_out >= 20, "{reached:?}");
     assert!(reached.fair_still_held >= 20, "{reached:?}");
     assert!(HEAP_CONTENDED.load(Relaxed) >= 50, "{}", HEAP_CONTENDED.load(Relaxed));
-}
 
-/// Negative control: a lock call whose slow path allocates (as the count of
-/// CPUs once did, `std::thread::available_parallelism` reading cgroup
-/// files) is caught.
-#[test]
-#[cfg_attr(miri, ignore = "seconds of real contention")]
-fn negative_control_a_slow_path_that_allocates_is_caught() {
-    static COUNTS: Counts = Counts::new();
-    workload(&COUNTS, 4, Duration::from_millis(300), |m| {
+    // Negative control: a lock call whose slow path allocates (as the
+    // count of CPUs once did, `std::thread::available_parallelism` reading
+    // cgroup files) is caught.
+    static CONTROL: Counts = Counts::new();
+    workload(&CONTROL, 4, Duration::from_millis(300), |m| {
         black_box(std::thread::available_parallelism().ok());
         m.lock()
     });
-    assert!(COUNTS.in_call.load(Relaxed) > 0, "the allocating slow path went unnoticed");
+    assert!(CONTROL.in_call.load(Relaxed) > 0, "the allocating slow path went unnoticed");
 }

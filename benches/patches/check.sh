@@ -9,7 +9,8 @@
 #
 #   cargo clippy --workspace --all-targets --features bench-ablations -- -D warnings
 #
-# in it with its own target directory (target/ab-NAME/target). Checks
+# in it, all patches in one target directory (target/ab-patches: the
+# dependencies are built once). Checks
 # every patch, then exits non-zero if any did not apply or did not pass,
 # naming them. A patch that fails needs remaking against the current
 # tree (see docs/benchmarks.md, "Measuring a build variant").
@@ -35,7 +36,7 @@ for name in "${names[@]}"; do
     failed+=("$name (does not apply)")
     continue
   fi
-  if ! (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-$name/target" \
+  if ! (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-patches" \
     cargo clippy --workspace --all-targets --features bench-ablations -- -D warnings); then
     failed+=("$name (clippy)")
   fi

@@ -103,12 +103,32 @@ impl Drop for AbortOnUnwind {
 /// panic if that fails) and aborts the process.
 #[cold]
 pub(crate) fn abort_with(what: &str) -> ! {
-    use std::io::Write;
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(b"spinbit: ");
-    let _ = err.write_all(what.as_bytes());
-    let _ = err.write_all(b"; aborting\n");
+    for part in [&b"spinbit: "[..], what.as_bytes(), &b"; aborting\n"[..]] {
+        write_stderr(part);
+    }
     std::process::abort()
+}
+
+/// Writes `bytes` to file descriptor 2 with `write(2)`, not through
+/// `std::io::stderr()`, whose lock another thread may hold for good (a
+/// logger blocked on this very mutex); errors are ignored.
+#[cfg(target_os = "linux")]
+fn write_stderr(mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: writes from a live buffer of that length.
+        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+/// Writes `bytes` to the standard error stream; errors are ignored.
+#[cfg(not(target_os = "linux"))]
+fn write_stderr(bytes: &[u8]) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(bytes);
 }
 
 /// Runs `f`, a lock call's slow path, aborting the process if it panics:
@@ -468,9 +488,7 @@ impl<P: Platform> Lock<P> {
             // `lock_api` lets `bump` unwind only with the lock held again:
             // the caller's guard would unlock it. `lock` panics only on a
             // broken invariant (checked builds), and then we abort.
-            let abort = AbortOnUnwind;
-            self.lock();
-            core::mem::forget(abort);
+            no_unwind::<P, _>(|| self.lock());
         }
     }
 

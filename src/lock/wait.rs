@@ -247,51 +247,59 @@ impl<P: Platform> Lock<P> {
                         return Step::Done(false);
                     }
                 }
-                // SAFETY: we were popped; the waker's writes happened
-                // before its wake store, which `park` acquired.
-                let (handed_lock, handed_spin, next) =
-                    unsafe { (node.handed_lock.get(), node.handed_spin.get(), node.next.get()) };
-                if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
-                    // A hand-off: LOCKED was never cleared, it is ours,
-                    // and the hand-over's futex store (Release, acquired
-                    // by `park`) carries the previous critical section.
-                    P::record(Event::HandedLock);
-                    // SAFETY: as for `handed_lock` above. Saturating:
-                    // two CPUs' tick counters may disagree slightly.
-                    #[cfg(test)]
-                    P::record_hand_off(P::now().saturating_sub(unsafe { node.handed_at.get() }));
-                    return Step::Done(true);
-                }
-                w.from_tail = next.is_null();
-                w.spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
-                // Woken past the spinner (sleepers were backed up),
-                // handed neither the lock nor SPINNING: we may yield
-                // again before we sleep, as on arrival. The wake
-                // already cost a system call and a context switch; a
-                // thread that sleeps again at once (its arrival yields
-                // spent) leaves the stack as backed up as it was, one
-                // that stays runnable takes the lock when it next
-                // finds it free. 2-core Intel Xeon VM, builds without
-                // and with the renewal alternating, sweep profile:
-                // `t64/cs10000` 0.71-0.80 → 0.88-0.90 of the fastest
-                // peer's throughput (four runs each), the other key
-                // cells within their spread. The full runs before and
-                // after it (`benches/results/history-x86_64-intel-xeon.md`):
-                // `t32/cs10000` 0.85 → 0.88, `t64/cs10000` 0.87 in both.
-                // The starvation clock keeps running: once it has
-                // passed the threshold, the next sleep marks us at once.
-                if !w.spinner && P::SPIN == SpinPolicy::One {
-                    P::record(Event::YieldsRenewed);
-                    w.yields = P::max_arrival_yields();
-                }
-                w.may_spin = P::SPIN != SpinPolicy::Never;
-                // A woken thread looks at once: it was away too long for
-                // a ping-pong.
-                w.ping_pong = false;
-                Step::Again(self.state.load(Relaxed))
+                self.after_wake(node, w)
             }
             Err(now) => Step::Again(now),
         }
+    }
+
+    /// After our sleep ended with a wake (not a timeout): returns if the
+    /// wake handed us the lock; otherwise takes over what came with it
+    /// (SPINNING, or nothing) and looks again.
+    #[inline(always)]
+    fn after_wake(&self, node: &Node<P>, w: &mut Waiter) -> Step<P> {
+        // SAFETY: we were popped; the waker's writes happened
+        // before its wake store, which `park` acquired.
+        let (handed_lock, handed_spin, next) =
+            unsafe { (node.handed_lock.get(), node.handed_spin.get(), node.next.get()) };
+        if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
+            // A hand-off: LOCKED was never cleared, it is ours,
+            // and the hand-over's futex store (Release, acquired
+            // by `park`) carries the previous critical section.
+            P::record(Event::HandedLock);
+            // SAFETY: as for `handed_lock` above. Saturating:
+            // two CPUs' tick counters may disagree slightly.
+            #[cfg(test)]
+            P::record_hand_off(P::now().saturating_sub(unsafe { node.handed_at.get() }));
+            return Step::Done(true);
+        }
+        w.from_tail = next.is_null();
+        w.spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
+        // Woken past the spinner (sleepers were backed up),
+        // handed neither the lock nor SPINNING: we may yield
+        // again before we sleep, as on arrival. The wake
+        // already cost a system call and a context switch; a
+        // thread that sleeps again at once (its arrival yields
+        // spent) leaves the stack as backed up as it was, one
+        // that stays runnable takes the lock when it next
+        // finds it free. 2-core Intel Xeon VM, builds without
+        // and with the renewal alternating, sweep profile:
+        // `t64/cs10000` 0.71-0.80 → 0.88-0.90 of the fastest
+        // peer's throughput (four runs each), the other key
+        // cells within their spread. The full runs before and
+        // after it (`benches/results/history-x86_64-intel-xeon.md`):
+        // `t32/cs10000` 0.85 → 0.88, `t64/cs10000` 0.87 in both.
+        // The starvation clock keeps running: once it has
+        // passed the threshold, the next sleep marks us at once.
+        if !w.spinner && P::SPIN == SpinPolicy::One {
+            P::record(Event::YieldsRenewed);
+            w.yields = P::max_arrival_yields();
+        }
+        w.may_spin = P::SPIN != SpinPolicy::Never;
+        // A woken thread looks at once: it was away too long for
+        // a ping-pong.
+        w.ping_pong = false;
+        Step::Again(self.state.load(Relaxed))
     }
 
     /// Sleeps on our node (just pushed) until woken: returns `true`, or

@@ -129,7 +129,7 @@ pub(crate) fn ping_pong_bounds_ns() -> (u64, u64) {
 /// be a global allocator's (`tests/no_alloc.rs`). On Linux that is the
 /// affinity mask (not the cgroup CPU quota, which
 /// `std::thread::available_parallelism` reads from files, allocating); a
-/// mask beyond `cpu_set_t`'s 1024 CPUs falls back to the CPUs online.
+/// mask beyond `cpu_set_t`'s 1024 CPUs counts as 1024.
 #[cfg(target_os = "linux")]
 fn cpus() -> u32 {
     // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set.
@@ -137,14 +137,14 @@ fn cpus() -> u32 {
     // SAFETY: `set` is a writable `cpu_set_t` of the size passed; pid 0 is
     // the calling thread.
     let r = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
-    let n = if r == 0 {
-        // SAFETY: `set` was filled in by the kernel above.
-        i64::from(unsafe { libc::CPU_COUNT(&set) })
-    } else {
-        // SAFETY: `sysconf` has no preconditions.
-        (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }) as i64
-    };
-    u32::try_from(n).unwrap_or(1).max(1)
+    if r != 0 {
+        // EINVAL: the kernel's mask is wider than `cpu_set_t`, so there are
+        // more than its 1024 CPUs (`sysconf` would read a file to count
+        // them).
+        return libc::CPU_SETSIZE as u32;
+    }
+    // SAFETY: `set` was filled in by the kernel above.
+    u32::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(1).max(1)
 }
 
 /// The CPUs this process may run on: elsewhere std asks the OS in one call
