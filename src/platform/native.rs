@@ -26,8 +26,8 @@ pub(crate) type AllSpin = NativeWith<OsParker, SPIN_ALL, 0>;
 /// The portable thread-park parker, so that it is tested on Linux too.
 #[cfg(test)]
 pub(crate) type ThreadPark = NativeWith<super::park::ThreadParker, SPIN_ONE, 0>;
-/// The portable parker with a deliberate bug: it keeps the park tokens
-/// that were not its wake (a negative control).
+/// The portable parker with a deliberate bug: it gives no park token back
+/// (a negative control).
 #[cfg(test)]
 pub(crate) type ThreadParkLosesTokens = NativeWith<super::park::ThreadParker<true>, SPIN_ONE, 0>;
 /// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
