@@ -8,11 +8,12 @@ mod common;
 
 use std::cell::{Cell, RefCell};
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Barrier, Mutex as StdMutex};
 use std::thread;
 use std::time::Duration;
 
+use common::counters::{Counters, RacyCounter, Slot};
 use common::{Watchdog, noticed};
 use spinbit::lock_api::{self, GetThreadId};
 use spinbit::{MappedReentrantMutexGuard, RawThreadId, ReentrantMutex, ReentrantMutexGuard};
@@ -197,21 +198,6 @@ fn negative_control_shared_ids_let_another_thread_in() {
 
 // --- Exclusion under contention ------------------------------------------
 
-/// A counter cell that the exclusion harness reads, pauses over and writes.
-trait Slot: Default + Send {
-    fn get(&self) -> u64;
-    fn set(&self, v: u64);
-}
-
-impl Slot for Cell<u64> {
-    fn get(&self) -> u64 {
-        Cell::get(self)
-    }
-    fn set(&self, v: u64) {
-        Cell::set(self, v)
-    }
-}
-
 /// A `RefCell` counter: a second borrow at the same time would panic.
 impl Slot for RefCell<u64> {
     fn get(&self) -> u64 {
@@ -219,45 +205,6 @@ impl Slot for RefCell<u64> {
     }
     fn set(&self, v: u64) {
         *self.borrow_mut() = v;
-    }
-}
-
-/// A counter that loses updates like a `Cell` when two threads overlap, but
-/// without undefined behaviour (a Relaxed load and a Relaxed store, not an
-/// RMW), so a negative control can race on it.
-#[derive(Default)]
-struct RacyCounter(AtomicU64);
-
-impl Slot for RacyCounter {
-    fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-    fn set(&self, v: u64) {
-        self.0.store(v, Relaxed)
-    }
-}
-
-/// What the threads update under the lock: the count, and who is inside.
-#[derive(Default)]
-struct Counters<S> {
-    count: S,
-    inside: AtomicUsize,
-    overlaps: AtomicU64,
-}
-
-impl<S: Slot> Counters<S> {
-    /// One critical section: enter, read the count, pause, write it + 1,
-    /// leave; an overlap with another thread's section is counted.
-    fn section(&self) {
-        if self.inside.fetch_add(1, Relaxed) != 0 {
-            self.overlaps.fetch_add(1, Relaxed);
-        }
-        let v = self.count.get();
-        for _ in 0..std::hint::black_box(20) {
-            std::hint::spin_loop();
-        }
-        self.count.set(v + 1);
-        self.inside.fetch_sub(1, Relaxed);
     }
 }
 

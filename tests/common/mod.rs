@@ -11,6 +11,8 @@
 //! tests include it too (`src/tests.rs`), so there is one copy of each.
 #![allow(dead_code)]
 
+pub mod counters;
+
 use std::io::Write;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
