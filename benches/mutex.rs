@@ -2233,7 +2233,8 @@ fn policy_counters() -> Option<String> {
             concat!(
                 "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
                 "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"timeouts\":{},",
-                "\"wait_total_ns\":{},\"wait_max_ns\":{}}}"
+                "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
+                "\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
             ),
             s.slow_paths,
             s.spins,
@@ -2245,6 +2246,9 @@ fn policy_counters() -> Option<String> {
             s.timeouts,
             s.wait_total.as_nanos(),
             s.wait_max.as_nanos(),
+            s.wakes_past_spinner,
+            s.wake_latency_total.as_nanos(),
+            s.wake_latency_max.as_nanos(),
         ))
     }
     #[cfg(not(feature = "stats"))]

@@ -77,6 +77,12 @@ fn print(s: &Stats) {
     println!("sleeps         {:>10}", s.sleeps);
     println!("wakes          {:>10}", s.wakes);
     println!("hand-offs      {:>10}", s.hand_offs);
+    println!("past spinner   {:>10}", s.wakes_past_spinner);
+    if s.wakes > 0 {
+        let mean = s.wake_latency_total / u32::try_from(s.wakes).unwrap_or(u32::MAX);
+        println!("wake-run mean  {:>10.2?}", mean);
+    }
+    println!("wake-run max   {:>10.2?}", s.wake_latency_max);
     println!("starved        {:>10}", s.starved);
     println!("timeouts       {:>10}", s.timeouts);
     println!("wait total     {:>10.2?}", s.wait_total);

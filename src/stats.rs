@@ -18,7 +18,8 @@
 //! that finds no waiter to wake and every `try_lock` count nothing and run
 //! the same instructions as in a build without the feature (but for the
 //! address of the call site, loaded on the way to the slow path). A slow
-//! path pays two readings of the CPU's tick counter and a few relaxed
+//! path pays two readings of the CPU's tick counter (a wake two more: the
+//! waker's and the woken thread's, for the wake-to-run latency) and a few relaxed
 //! atomic additions on counters shared by every thread of the process (so
 //! under heavy contention these cache lines move between cores with the
 //! slow paths). Its bookkeeping runs once it holds the lock, so it
@@ -114,6 +115,17 @@ pub struct Stats {
     /// The time spent in slow paths, summed over all of them: from the
     /// entry to the return, with the lock or (timed locks) without.
     pub wait_total: Duration,
+    /// Wakes past the spinner: wakes that found a thread holding the right
+    /// to spin, made because sleepers were backed up (more than 4 per CPU).
+    /// The other wakes with a spinner about are skipped (not counted here).
+    pub wakes_past_spinner: u64,
+    /// Wake-to-run latency, summed over every wake: from the moment a wake
+    /// unlinked a sleeper to the moment that thread ran again (a hand-off's
+    /// lock waits for its recipient all that time).
+    pub wake_latency_total: Duration,
+    /// The longest single wake-to-run latency. At most `wake_latency_total`
+    /// (kept like `wait_max` on targets without 64-bit atomics).
+    pub wake_latency_max: Duration,
     /// The longest single slow path (as `wait_total` measures it). At most
     /// `wait_total`. (On targets without 64-bit atomics, e.g. 32-bit
     /// PowerPC, it is kept in units of 1024 ticks of the tick counter,
@@ -259,6 +271,11 @@ static WAIT_TOTAL: Counter = Counter::new();
 /// In ticks (see [`Counter::raise`]).
 static WAIT_MAX: Counter = Counter::new();
 static SITES_MISSED: Counter = Counter::new();
+static WAKES_PAST_SPINNER: Counter = Counter::new();
+/// In ticks.
+static WAKE_LATENCY_TOTAL: Counter = Counter::new();
+/// In ticks (see [`Counter::raise`]).
+static WAKE_LATENCY_MAX: Counter = Counter::new();
 
 /// One entry of the call-site table.
 #[derive(Clone, Copy)]
@@ -349,8 +366,17 @@ pub(crate) fn record(event: Event) {
             HAND_OFFS.add(1);
         }
         Event::Starved => STARVED.add(1),
+        Event::WokePastSpinner => WAKES_PAST_SPINNER.add(1),
         _ => {}
     }
+}
+
+/// Records a woken thread's wake-to-run latency, in ticks
+/// ([`crate::platform::Platform::record_woken`]).
+#[inline(always)]
+pub(crate) fn woken(ticks: u64) {
+    WAKE_LATENCY_TOTAL.add(ticks);
+    WAKE_LATENCY_MAX.raise(ticks);
 }
 
 /// Counts a spin episode that took the lock
@@ -406,6 +432,9 @@ pub fn snapshot() -> Stats {
         hand_offs: HAND_OFFS.get(),
         starved: STARVED.get(),
         timeouts: TIMEOUTS.get(),
+        wakes_past_spinner: WAKES_PAST_SPINNER.get(),
+        wake_latency_total: duration(WAKE_LATENCY_TOTAL.get()),
+        wake_latency_max: duration(WAKE_LATENCY_MAX.max()),
         wait_total: duration(WAIT_TOTAL.get()),
         wait_max: duration(WAIT_MAX.max()),
         longest_waits,
@@ -428,6 +457,9 @@ pub fn reset() {
         &WAIT_TOTAL,
         &WAIT_MAX,
         &SITES_MISSED,
+        &WAKES_PAST_SPINNER,
+        &WAKE_LATENCY_TOTAL,
+        &WAKE_LATENCY_MAX,
     ] {
         counter.clear();
     }

@@ -99,6 +99,10 @@ fn check_contended(s: &Stats, line: u32) -> Result<String, String> {
     expect(s.timeouts == 0, "timeouts == 0");
     expect(s.wait_max > Duration::ZERO, "wait_max > 0");
     expect(s.wait_max <= s.wait_total, "wait_max <= wait_total");
+    // Every wake is timed to its thread's run.
+    expect(s.wake_latency_total > Duration::ZERO, "wake_latency_total > 0");
+    expect(s.wake_latency_max <= s.wake_latency_total, "wake_latency_max <= wake_latency_total");
+    expect(s.wakes_past_spinner <= s.wakes - s.hand_offs, "wakes_past_spinner <= plain wakes");
     let sites: Vec<_> = s.longest_waits.iter().flatten().collect();
     expect(!sites.is_empty(), "a call site");
     expect(s.longest_waits.iter().skip(sites.len()).all(Option::is_none), "the sites come first");
@@ -141,6 +145,9 @@ fn is_zero(s: &Stats) -> bool {
         && s.timeouts == 0
         && s.wait_total == Duration::ZERO
         && s.wait_max == Duration::ZERO
+        && s.wakes_past_spinner == 0
+        && s.wake_latency_total == Duration::ZERO
+        && s.wake_latency_max == Duration::ZERO
         && s.longest_waits.iter().all(Option::is_none)
         && s.sites_missed == 0
 }
@@ -197,13 +204,18 @@ fn broken_relations_fail_the_check() {
     check_contended(&s, line).expect("the contended run fails the check");
     /// A relation of the check, and how to break it alone.
     type Broken = (&'static str, fn(&mut Stats));
-    let broken: [Broken; 8] = [
+    let broken: [Broken; 11] = [
         ("wakes == sleeps", |s| s.wakes -= 1),
         ("hand_offs <= wakes", |s| s.hand_offs = s.wakes + 1),
         ("spins_won <= spins", |s| s.spins_won = s.spins + 1),
         ("slow_paths >= spins_won + hand_offs", |s| s.slow_paths = s.hand_offs - 1),
         ("timeouts == 0", |s| s.timeouts = 1),
         ("wait_max <= wait_total", |s| s.wait_max = s.wait_total + Duration::from_nanos(1)),
+        ("wake_latency_total > 0", |s| s.wake_latency_total = Duration::ZERO),
+        ("wake_latency_max <= wake_latency_total", |s| {
+            s.wake_latency_max = s.wake_latency_total + Duration::from_nanos(1)
+        }),
+        ("wakes_past_spinner <= plain wakes", |s| s.wakes_past_spinner = s.wakes + 1),
         ("sites longest first", |s| {
             let mut longer = s.longest_waits[0].unwrap();
             longer.longest_wait += Duration::from_nanos(1);

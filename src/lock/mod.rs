@@ -190,11 +190,12 @@ pub(crate) struct Node<P: Platform> {
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
     /// then on it counts as starving.
     starved: P::Cell<bool>,
-    /// When a hand-off unlinked this node ([`Platform::now`] ticks), for the
-    /// test build's measurement of how long the lock waits for its
-    /// recipient.
-    #[cfg(test)]
-    handed_at: P::Cell<u64>,
+    /// When a wake unlinked this node ([`Platform::now`] ticks): its thread
+    /// measures how long it took to run after it (the wake-to-run latency,
+    /// for the `stats` feature and the test build's measurement of how long
+    /// a hand-off keeps the lock waiting for its recipient).
+    #[cfg(any(test, feature = "stats"))]
+    woken_at: P::Cell<u64>,
     parker: P::Parker,
 }
 
@@ -210,8 +211,8 @@ impl<P: Platform> Node<P> {
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
-            #[cfg(test)]
-            handed_at: NodeCell::new(0),
+            #[cfg(any(test, feature = "stats"))]
+            woken_at: NodeCell::new(0),
             parker: Parker::new(),
         }
     }

@@ -262,15 +262,15 @@ impl<P: Platform> Lock<P> {
         // before its wake store, which `park` acquired.
         let (handed_lock, handed_spin, next) =
             unsafe { (node.handed_lock.get(), node.handed_spin.get(), node.next.get()) };
+        // SAFETY: as for `handed_lock` above. Saturating: two CPUs' tick
+        // counters may disagree slightly.
+        #[cfg(any(test, feature = "stats"))]
+        P::record_woken(P::now().saturating_sub(unsafe { node.woken_at.get() }), handed_lock);
         if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
             // A hand-off: LOCKED was never cleared, it is ours,
             // and the hand-over's futex store (Release, acquired
             // by `park`) carries the previous critical section.
             P::record(Event::HandedLock);
-            // SAFETY: as for `handed_lock` above. Saturating:
-            // two CPUs' tick counters may disagree slightly.
-            #[cfg(test)]
-            P::record_hand_off(P::now().saturating_sub(unsafe { node.handed_at.get() }));
             return Step::Done(true);
         }
         w.from_tail = next.is_null();

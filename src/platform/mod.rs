@@ -407,11 +407,12 @@ pub(crate) trait Platform: Sized + 'static {
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
-    /// Test instrumentation: a hand-off's recipient returned with the lock
-    /// `ticks` ([`Platform::now`]) after the hand-off unlinked it.
-    #[cfg(test)]
+    /// Instrumentation (tests, feature `stats`): a woken thread runs
+    /// `ticks` ([`Platform::now`]) after the wake unlinked it; `hand_off`:
+    /// the wake handed it the lock, which waited for it all that time.
+    #[cfg(any(test, feature = "stats"))]
     #[inline(always)]
-    fn record_hand_off(_ticks: u64) {}
+    fn record_woken(_ticks: u64, _hand_off: bool) {}
 }
 
 /// Slow-path events, counted per thread in test builds.

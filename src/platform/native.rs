@@ -394,9 +394,16 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         #[cfg(test)]
         crate::tests::record(event);
     }
-    #[cfg(test)]
-    fn record_hand_off(ticks: u64) {
-        crate::tests::record_hand_off(ticks);
+    #[cfg(any(test, feature = "stats"))]
+    #[inline(always)]
+    fn record_woken(ticks: u64, hand_off: bool) {
+        #[cfg(feature = "stats")]
+        crate::stats::woken(ticks);
+        #[cfg(test)]
+        if hand_off {
+            crate::tests::record_hand_off(ticks);
+        }
+        let _ = hand_off;
     }
 }
 
