@@ -1633,8 +1633,15 @@ fn ping_pong_window_adapts_to_what_pauses_find() {
 /// runs (a run is short, and one now and then finds fewer). Its negative
 /// control is `hand_overs_keep_the_window_narrow`, whose run fails the
 /// check of the paused share.
+///
+/// Run by hand only: it checks what the CPU does with the pause, not the
+/// lock's correctness, and CPUs differ. On a 2-core AMD EPYC VM of family
+/// 26 (model 2) it fails at 49c71e6 as since: 46-55 % of the pauses end
+/// held and 42-52 % of the spin episodes pause, in each of ten runs,
+/// against 93-96 % held on the older AMD EPYC VMs (issue "many cores"
+/// asks whether the ping-pong rule earns its place).
 #[test]
-#[ignore = "timing: needs an idle machine; .ci/run runs it in a step of its own"]
+#[ignore = "timing that depends on the CPU: run by hand on an idle machine"]
 fn ping_pong_widens_the_window() {
     use crate::platform::native::ping_pong_window_ns;
     let widest = crate::platform::native::ping_pong_bounds_ns().1;
