@@ -1791,14 +1791,58 @@ const SWEEP: Profile = Profile {
     criterion: false,
 };
 
+/// Issue 45's 2-core proxies of the many-core regimes: parking_lot's and
+/// matklad's workloads where spinbit trailed at 49c71e6, moderate
+/// contention (think time 1-10x the critical section) at 2 and 3 threads,
+/// the heavy-contention cells whose lead must stay, and oversubscription
+/// (8-32x the CPUs of a 2-core machine); every peer, the companion pass
+/// only (about 3 minutes on 2 cores).
+const PROXY: Profile = Profile {
+    name: "proxy",
+    inline: Matrix {
+        listed: &[
+            Workload::PlBench { threads: 1, inner: PL_INNER, outer: 0 },
+            Workload::PlBench { threads: 2, inner: PL_INNER, outer: 100 },
+            Workload::PlBench { threads: 4, inner: PL_INNER, outer: 100 },
+            Workload::PlBench { threads: 4, inner: PL_INNER, outer: 10 },
+            Workload::LockBench { threads: 2, locks: 64 },
+            Workload::LockBench { threads: 8, locks: 64 },
+            Workload::LockBench { threads: 8, locks: 2 },
+            Workload::Contended { threads: 2, cs: 1000, think: 1000 },
+            Workload::Contended { threads: 2, cs: 1000, think: 10_000 },
+            Workload::Contended { threads: 3, cs: 1000, think: 10_000 },
+            Workload::Contended { threads: 3, cs: 100, think: 1000 },
+            Workload::Contended { threads: 2, cs: 0, think: 0 },
+            Workload::Contended { threads: 8, cs: 0, think: 0 },
+            Workload::Contended { threads: 32, cs: 0, think: 0 },
+            Workload::Contended { threads: 16, cs: 1000, think: 10_000 },
+            Workload::Contended { threads: 64, cs: 1000, think: 0 },
+            Workload::Handoff { cs: 1000 },
+        ],
+        ..Matrix::EMPTY
+    },
+    fair: Matrix::EMPTY,
+    split: Matrix::EMPTY,
+    reps: 5,
+    window: Duration::from_millis(200),
+    sample_size: 10,
+    warm_up: Duration::from_millis(30),
+    measurement: Duration::from_millis(150),
+    locks: None,
+    criterion: false,
+};
+
 impl Profile {
     fn from_env() -> &'static Profile {
         match std::env::var("SPINBIT_BENCH_PROFILE").as_deref() {
             Ok("quick") => &QUICK,
             Ok("sweep") => &SWEEP,
+            Ok("proxy") => &PROXY,
             Ok("full") | Ok("") | Err(_) => &FULL,
             Ok(other) => {
-                panic!("SPINBIT_BENCH_PROFILE={other}: expected `quick`, `sweep` or `full`")
+                panic!(
+                    "SPINBIT_BENCH_PROFILE={other}: expected `quick`, `sweep`, `proxy` or `full`"
+                )
             }
         }
     }
@@ -2234,7 +2278,7 @@ fn policy_counters() -> Option<String> {
                 "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
                 "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"timeouts\":{},",
                 "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
-                "\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
+                "\"polled_wakes\":{},\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
             ),
             s.slow_paths,
             s.spins,
@@ -2247,6 +2291,7 @@ fn policy_counters() -> Option<String> {
             s.wait_total.as_nanos(),
             s.wait_max.as_nanos(),
             s.wakes_past_spinner,
+            s.polled_wakes,
             s.wake_latency_total.as_nanos(),
             s.wake_latency_max.as_nanos(),
         ))

@@ -119,6 +119,11 @@ pub struct Stats {
     /// to spin, made because sleepers were backed up (more than 4 per CPU).
     /// The other wakes with a spinner about are skipped (not counted here).
     pub wakes_past_spinner: u64,
+    /// Sleeps whose wake came while the waiter still polled its own node,
+    /// before it slept in the OS (a waiter polls for as long as its
+    /// wakes from the OS take, when its recent waits were shorter than
+    /// that). At most `sleeps`.
+    pub polled_wakes: u64,
     /// Wake-to-run latency, summed over every wake: from the moment a wake
     /// unlinked a sleeper to the moment that thread ran again (a hand-off's
     /// lock waits for its recipient all that time).
@@ -272,6 +277,7 @@ static WAIT_TOTAL: Counter = Counter::new();
 static WAIT_MAX: Counter = Counter::new();
 static SITES_MISSED: Counter = Counter::new();
 static WAKES_PAST_SPINNER: Counter = Counter::new();
+static POLLED_WAKES: Counter = Counter::new();
 /// In ticks.
 static WAKE_LATENCY_TOTAL: Counter = Counter::new();
 /// In ticks (see [`Counter::raise`]).
@@ -367,6 +373,7 @@ pub(crate) fn record(event: Event) {
         }
         Event::Starved => STARVED.add(1),
         Event::WokePastSpinner => WAKES_PAST_SPINNER.add(1),
+        Event::WokenWhilePolling => POLLED_WAKES.add(1),
         _ => {}
     }
 }
@@ -433,6 +440,7 @@ pub fn snapshot() -> Stats {
         starved: STARVED.get(),
         timeouts: TIMEOUTS.get(),
         wakes_past_spinner: WAKES_PAST_SPINNER.get(),
+        polled_wakes: POLLED_WAKES.get(),
         wake_latency_total: duration(WAKE_LATENCY_TOTAL.get()),
         wake_latency_max: duration(WAKE_LATENCY_MAX.max()),
         wait_total: duration(WAIT_TOTAL.get()),
@@ -458,6 +466,7 @@ pub fn reset() {
         &WAIT_MAX,
         &SITES_MISSED,
         &WAKES_PAST_SPINNER,
+        &POLLED_WAKES,
         &WAKE_LATENCY_TOTAL,
         &WAKE_LATENCY_MAX,
     ] {

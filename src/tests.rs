@@ -902,6 +902,98 @@ fn contended_timed_waiters_leave_while_starving() {
     );
 }
 
+/// The poll before a sleep (`Platform::wait_for_wake`) follows its rule on
+/// the native platform: no poll before the thread has measured a wake from
+/// the OS; a poll, which sees a wake that comes, while its waits have been
+/// shorter than its wakes took; a poll that ends without a wake that does
+/// not come; and no poll once its waits outlast its wakes. Each case is
+/// the others' negative control (a rule that always or never polled fails
+/// one of them).
+#[test]
+fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
+    thread::spawn(|| {
+        let us = |n: u64| crate::arch::ns_to_ticks(n * 1_000);
+        let looks = std::cell::Cell::new(0_u32);
+        let woken_at = |n: u32| {
+            looks.set(0);
+            let looks = &looks;
+            move || {
+                looks.set(looks.get() + 1);
+                looks.get() >= n
+            }
+        };
+        assert!(!Native::wait_for_wake(woken_at(1)), "polled before any wake was measured");
+        assert_eq!(looks.get(), 0, "looked before any wake was measured");
+        // Waits of 1 µs, wakes that take 30 µs to run the thread: it polls.
+        Native::note_wake(us(1), Some(us(30)));
+        assert!(Native::wait_for_wake(woken_at(3)), "missed a wake while polling");
+        assert_eq!(looks.get(), 3);
+        // A wake that does not come: the poll ends on its own.
+        assert!(!Native::wait_for_wake(woken_at(u32::MAX)));
+        assert!(looks.get() > 1, "gave up at once: {} looks", looks.get());
+        // Waits of 60 µs: a wake would most likely come after the poll.
+        for _ in 0..16 {
+            Native::note_wake(us(60), None);
+        }
+        assert!(!Native::wait_for_wake(woken_at(1)), "polled although waits outlast wakes");
+        assert_eq!(looks.get(), 0);
+    })
+    .join()
+    .unwrap();
+}
+
+/// Two threads, holds of 3-6 µs (past the spinner's budget, so the waiter
+/// sleeps) and short think times: waits on the stack are a hold long,
+/// shorter than a wake from the OS takes, so sleepers poll for their wake
+/// and most wakes find them polling. Checks exclusion as every contended
+/// run does, and returns the events.
+fn contend_polling<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    threads: usize,
+) -> Events {
+    let guarded = Guarded::<P>::new();
+    // The whole `Guarded` (which is `Sync`), not its fields, goes to the threads.
+    let g = &guarded;
+    let events = run_rounds(name, threads, ROUNDS, 7, move |rng| {
+        g.lock.lock();
+        // SAFETY: locked above, unlocked once here; a lost update shows.
+        unsafe {
+            let v = std::hint::black_box(*g.data.get());
+            spin_for_ns(3_000 + rng.below(3_000));
+            *g.data.get() = v + 1;
+            g.lock.unlock();
+        }
+    });
+    assert_eq!(guarded.value(), threads as u64 * ROUNDS, "lost updates: mutual exclusion failed");
+    assert_eq!(guarded.word(), 0, "lock left dirty");
+    events
+}
+
+/// What a run of [`contend_polling`] fell short of: sleeps, and wakes that
+/// found their sleeper polling, each at least a quarter of [`MIN_EVENTS`].
+fn polling_shortfall(e: &Events) -> Vec<&'static str> {
+    below(
+        e,
+        &[
+            (Event::Parked, "Parked", MIN_EVENTS / 4),
+            (Event::WokenWhilePolling, "WokenWhilePolling", MIN_EVENTS / 4),
+        ],
+    )
+}
+
+#[test]
+fn contended_sleepers_poll_for_their_wake() {
+    let name = "contended_sleepers_poll_for_their_wake";
+    until(name, || contend_polling::<Native>(name, 2), polling_shortfall);
+}
+
+#[test]
+fn an_uncontended_run_fails_the_polling_check() {
+    // The check above can fail: one thread never sleeps.
+    let events = contend_polling::<Native>("an_uncontended_run_fails_the_polling_check", 1);
+    assert_eq!(polling_shortfall(&events), ["Parked", "WokenWhilePolling"]);
+}
+
 #[test]
 fn an_uncontended_run_fails_the_starvation_check() {
     // The check above can fail: one thread never sleeps, so never starves.

@@ -102,7 +102,11 @@ fn check_contended(s: &Stats, line: u32) -> Result<String, String> {
     // Every wake is timed to its thread's run.
     expect(s.wake_latency_total > Duration::ZERO, "wake_latency_total > 0");
     expect(s.wake_latency_max <= s.wake_latency_total, "wake_latency_max <= wake_latency_total");
-    expect(s.wakes_past_spinner <= s.wakes - s.hand_offs, "wakes_past_spinner <= plain wakes");
+    expect(
+        s.wakes_past_spinner <= s.wakes.saturating_sub(s.hand_offs),
+        "wakes_past_spinner <= plain wakes",
+    );
+    expect(s.polled_wakes <= s.sleeps, "polled_wakes <= sleeps");
     let sites: Vec<_> = s.longest_waits.iter().flatten().collect();
     expect(!sites.is_empty(), "a call site");
     expect(s.longest_waits.iter().skip(sites.len()).all(Option::is_none), "the sites come first");
@@ -146,6 +150,7 @@ fn is_zero(s: &Stats) -> bool {
         && s.wait_total == Duration::ZERO
         && s.wait_max == Duration::ZERO
         && s.wakes_past_spinner == 0
+        && s.polled_wakes == 0
         && s.wake_latency_total == Duration::ZERO
         && s.wake_latency_max == Duration::ZERO
         && s.longest_waits.iter().all(Option::is_none)
@@ -204,7 +209,7 @@ fn broken_relations_fail_the_check() {
     check_contended(&s, line).expect("the contended run fails the check");
     /// A relation of the check, and how to break it alone.
     type Broken = (&'static str, fn(&mut Stats));
-    let broken: [Broken; 11] = [
+    let broken: [Broken; 12] = [
         ("wakes == sleeps", |s| s.wakes -= 1),
         ("hand_offs <= wakes", |s| s.hand_offs = s.wakes + 1),
         ("spins_won <= spins", |s| s.spins_won = s.spins + 1),
@@ -216,6 +221,7 @@ fn broken_relations_fail_the_check() {
             s.wake_latency_max = s.wake_latency_total + Duration::from_nanos(1)
         }),
         ("wakes_past_spinner <= plain wakes", |s| s.wakes_past_spinner = s.wakes + 1),
+        ("polled_wakes <= sleeps", |s| s.polled_wakes = s.sleeps + 1),
         ("sites longest first", |s| {
             let mut longer = s.longest_waits[0].unwrap();
             longer.longest_wait += Duration::from_nanos(1);

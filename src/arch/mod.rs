@@ -365,6 +365,13 @@ pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 /// Single runs: no value is best in every cell on that CPU either.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
+/// The longest a waiter polls its own node for its wake before it sleeps
+/// in the OS (the poll lasts as long as its measured wake latency, see
+/// `Platform::wait_for_wake`): a bound on the CPU one wait can burn when
+/// that latency is long because the CPUs are oversubscribed (the woken
+/// thread waited for a CPU), where a poll only takes a CPU from others.
+pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
+
 /// How many times a thread that waits for another thread to give the
 /// waiter stack back yields before it sleeps instead (1 µs, doubling up to
 /// 1 ms). Stack owners hold the stack for a few steps, so the yields end

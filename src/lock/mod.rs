@@ -191,10 +191,9 @@ pub(crate) struct Node<P: Platform> {
     /// then on it counts as starving.
     starved: P::Cell<bool>,
     /// When a wake unlinked this node ([`Platform::now`] ticks): its thread
-    /// measures how long it took to run after it (the wake-to-run latency,
-    /// for the `stats` feature and the test build's measurement of how long
-    /// a hand-off keeps the lock waiting for its recipient).
-    #[cfg(any(test, feature = "stats"))]
+    /// measures how long it waited on the stack (from its push) and, if it
+    /// slept in the OS, how long it took to run after the wake; the waiting
+    /// policy learns from both ([`Platform::note_wake`]).
     woken_at: P::Cell<u64>,
     parker: P::Parker,
 }
@@ -211,7 +210,6 @@ impl<P: Platform> Node<P> {
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
-            #[cfg(any(test, feature = "stats"))]
             woken_at: NodeCell::new(0),
             parker: Parker::new(),
         }

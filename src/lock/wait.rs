@@ -222,7 +222,13 @@ impl<P: Platform> Lock<P> {
                 }
                 let backed_up = f & BACKLOG != 0;
                 w.slept = true;
-                if !self.sleep(
+                w.pushed_at = P::now();
+                // Wait for the wake on our own node first, where the
+                // platform expects it soon (see `Platform::wait_for_wake`).
+                w.polled = P::wait_for_wake(|| node.parker.unparked());
+                if w.polled {
+                    P::record(Event::WokenWhilePolling);
+                } else if !self.sleep(
                     node,
                     me,
                     deadline,
@@ -262,10 +268,13 @@ impl<P: Platform> Lock<P> {
         // before its wake store, which `park` acquired.
         let (handed_lock, handed_spin, next) =
             unsafe { (node.handed_lock.get(), node.handed_spin.get(), node.next.get()) };
-        // SAFETY: as for `handed_lock` above. Saturating: two CPUs' tick
-        // counters may disagree slightly.
+        // SAFETY: as for `handed_lock` above.
+        let woken_at = unsafe { node.woken_at.get() };
+        // Saturating: two CPUs' tick counters may disagree slightly.
+        let latency = P::now().saturating_sub(woken_at);
+        P::note_wake(woken_at.saturating_sub(w.pushed_at), (!w.polled).then_some(latency));
         #[cfg(any(test, feature = "stats"))]
-        P::record_woken(P::now().saturating_sub(unsafe { node.woken_at.get() }), handed_lock);
+        P::record_woken(latency, handed_lock);
         if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
             // A hand-off: LOCKED was never cleared, it is ours,
             // and the hand-over's futex store (Release, acquired
@@ -717,6 +726,11 @@ struct Waiter {
     yields: u32,
     /// We have slept at least once.
     slept: bool,
+    /// When we last pushed ourselves ([`Platform::now`] ticks).
+    pushed_at: u64,
+    /// The wake after our last push came while we waited for it on our
+    /// own node, before we slept in the OS (`Platform::wait_for_wake`).
+    polled: bool,
     /// Our starvation clock runs (`node.since` is set): since our first
     /// yield or, if we did not yield or that push found sleepers backed
     /// up, our first push.
@@ -743,6 +757,8 @@ impl Waiter {
                 0
             },
             slept: false,
+            pushed_at: 0,
+            polled: false,
             clocked: false,
             marked: false,
             popped_starving: false,

@@ -476,7 +476,6 @@ pub(super) unsafe fn woken<P: Platform>(
     // SAFETY: forwarded from the caller.
     unsafe {
         (*node).handed_lock.set(hand_over);
-        #[cfg(any(test, feature = "stats"))]
         (*node).woken_at.set(P::now());
         let handed_spin = !hand_over && (!past_spinner || P::FAULT == Fault::HandSpinPastSpinner);
         (*node).handed_spin.set(handed_spin);

@@ -404,6 +404,22 @@ pub(crate) trait Platform: Sized + 'static {
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
         woken()
     }
+    /// A waiter that has just pushed itself may wait here for its wake,
+    /// polling its own node (`woken`, a load of its parker's word: no
+    /// write, and no look at the lock word), before it sleeps in the OS.
+    /// Returns whether the wake came. The model does not poll (`false`):
+    /// a poll writes nothing, and the parker's own first check reads the
+    /// same word.
+    #[inline(always)]
+    fn wait_for_wake(_woken: impl Fn() -> bool) -> bool {
+        false
+    }
+    /// A wake of this thread: it had waited `queued` ticks on the stack,
+    /// from its push to the wake, and, if it slept in the OS, it ran
+    /// `latency` ticks after the wake. What [`Platform::wait_for_wake`]
+    /// learns from.
+    #[inline(always)]
+    fn note_wake(_queued: u64, _latency: Option<u64>) {}
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
@@ -518,6 +534,9 @@ pub(crate) enum Event {
     /// A thread woken with neither the lock nor SPINNING (past the
     /// spinner) renewed its arrival yields before sleeping again.
     YieldsRenewed,
+    /// A waiter's wake came while it polled its own node, before it slept
+    /// in the OS ([`Platform::wait_for_wake`]).
+    WokenWhilePolling,
     /// A timed waiter past its deadline took the stack to unlink itself.
     Leaving,
     /// A timed waiter that unlinks itself from the top of the stack found

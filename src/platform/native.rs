@@ -94,6 +94,20 @@ std::thread_local! {
     /// handed over, and until when (ticks) this thread's waits for that
     /// lock yield rather than sleep.
     static AWAKE_UNTIL: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+    /// How long this thread's recent waits on a stack lasted, from its push
+    /// to its wake (ticks, a running average; see `wait_for_wake`).
+    static QUEUED: Cell<u64> = const { Cell::new(0) };
+    /// How long this thread's recent wakes from an OS sleep took to run it
+    /// (ticks, a running average); 0 until it has slept once.
+    static WAKE_LATENCY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Moves the running average `avg` a quarter of the way to `sample` (to
+/// `sample` itself if there is no average yet).
+#[inline]
+fn average(avg: &Cell<u64>, sample: u64) {
+    let a = avg.get();
+    avg.set(if a == 0 { sample } else { a - a / 4 + sample / 4 });
 }
 
 /// Ticks since `since`, a reading of the counter that may have been taken
@@ -354,6 +368,52 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
             for _ in 0..gap {
                 Self::spin_hint();
             }
+        }
+    }
+    /// Polls while this thread's recent waits on the stack were shorter
+    /// than its recent wakes took to run it, for up to that wake latency
+    /// (at most `arch::WAKE_POLL_MAX_NS`).
+    ///
+    /// A sleeper that is running when its wake comes takes over the wake at
+    /// once; one asleep in the OS runs a wake latency later, and when the
+    /// wake handed it SPINNING, unlocks skip their wakes for it all that
+    /// while and the lock can sit free with nobody running to take it (the
+    /// loss under moderate contention on many cores). Polling its own
+    /// node's word, a waiter costs the holder nothing: only the wake's
+    /// store touches that line. The rule is the ski-rental one: poll for
+    /// as long as a sleep would cost (its latency), so that a wait is never
+    /// worse than twice the better of the two; and where this thread's
+    /// waits have been outlasting that, sleep at once, so that long queues
+    /// (many more waiters than CPUs, heavy contention) cost no CPU. Both
+    /// inputs are this thread's own measurements (`note_wake`); a thread
+    /// that has not slept yet has no latency to go by and does not poll.
+    #[inline]
+    fn wait_for_wake(woken: impl Fn() -> bool) -> bool {
+        let latency = WAKE_LATENCY.with(Cell::get);
+        if latency == 0 || QUEUED.with(Cell::get) >= latency {
+            return false;
+        }
+        let budget = latency.min(arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS));
+        let until = arch::ticks().wrapping_add(budget);
+        let gap = Self::max_backoff();
+        loop {
+            if woken() {
+                return true;
+            }
+            if (arch::ticks().wrapping_sub(until) as i64) >= 0 {
+                return false;
+            }
+            for _ in 0..gap {
+                Self::spin_hint();
+            }
+        }
+    }
+    #[inline]
+    fn note_wake(queued: u64, latency: Option<u64>) {
+        QUEUED.with(|q| average(q, queued));
+        if let Some(latency) = latency {
+            // At least one tick: 0 means "not measured".
+            WAKE_LATENCY.with(|l| average(l, latency.max(1)));
         }
     }
     #[inline]
