@@ -78,8 +78,9 @@ pub(crate) const STARVING: usize = 8;
 /// lock. With many more sleepers than CPUs that no longer holds: the thread
 /// a wake handed SPINNING waits for a CPU, often for milliseconds, and an
 /// unlock that skipped its wake meanwhile left the whole stack asleep until
-/// the starvation hand-offs reached it (sweep, eleventh section). A thread
-/// woken past the spinner is handed nothing: it competes like an arrival.
+/// the starvation hand-offs reached it (measured: docs/benchmarks.md,
+/// "Measurements behind the algorithm's rules"). A thread woken past the
+/// spinner is handed nothing: it competes like an arrival.
 /// The flag is a hint read by unlocks; it guards no data, and a stale value
 /// costs one wake too many or too few, never a lost one (a skipped wake
 /// still leaves a spinner, as without the flag).
@@ -451,9 +452,9 @@ impl<P: Platform> Lock<P> {
                     // waiter leaving. Stack owners never block and hold the
                     // stack for a bounded number of steps, so this wait is
                     // bounded. It yields at once: spinning first, as
-                    // `unlock_starving` does, measured level in the six fair
-                    // cells (0.93-1.00, every cell overlapping; benches/results/
-                    // ab-x86_64-intel-xeon-fair-unlock-spin-first.md).
+                    // `unlock_starving` does, gained nothing here (measured:
+                    // docs/benchmarks.md, "Measurements behind the
+                    // algorithm's rules").
                     P::wait_for_stack(&mut waits);
                     s = self.state.load(Relaxed);
                     continue;

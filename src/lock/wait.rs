@@ -104,19 +104,16 @@ impl<P: Platform> Lock<P> {
         // passive spin). With more threads than cores the lock is often
         // free again by the time we run, and taking it then is far cheaper
         // than a sleep and a wake; a thread that sleeps at once instead
-        // leaves cores idle while the wakes trickle in
-        // (`contended/t32/cs100/think1000`: 0.99 Mops/s without the
-        // yield, 1.66 with it; parking_lot 1.73; Intel Xeon VM). We
-        // yield again only while our yields run other threads
+        // leaves cores idle while the wakes trickle in. We yield again
+        // only while our yields run other threads
         // (`arch::ARRIVAL_YIELDS`): a thread that yields again and again
-        // on a CPU nobody else wants is busy work (`contended/t32/cs0/
-        // think0`: 48 Mops/s with one yield, 23 with four unconditional
-        // ones, on that VM). In starvation mode too, where nobody
-        // spins: a waiter that stays runnable until the marked sleepers
-        // are served does not join them on the stack, where it would
-        // wait out the threshold and cost the lock one more hand-off to
-        // a sleeping thread (sweep, seventh section: `t64/cs10000` 0.44
-        // of the fastest peer without these yields, 0.72 with them).
+        // on a CPU nobody else wants is busy work. In starvation mode
+        // too, where nobody spins: a waiter that stays runnable until
+        // the marked sleepers are served does not join them on the
+        // stack, where it would wait out the threshold and cost the lock
+        // one more hand-off to a sleeping thread (measured:
+        // docs/benchmarks.md, "Measurements behind the algorithm's
+        // rules").
         if w.yields > 0 && !w.spinner && (starving || s.addr() & SPINNING != 0) {
             if P::FAULT != Fault::ClockStartsAtPush {
                 // SAFETY: as for the push below.
@@ -291,13 +288,8 @@ impl<P: Platform> Lock<P> {
         // thread that sleeps again at once (its arrival yields
         // spent) leaves the stack as backed up as it was, one
         // that stays runnable takes the lock when it next
-        // finds it free. 2-core Intel Xeon VM, builds without
-        // and with the renewal alternating, sweep profile:
-        // `t64/cs10000` 0.71-0.80 → 0.88-0.90 of the fastest
-        // peer's throughput (four runs each), the other key
-        // cells within their spread. The full runs before and
-        // after it (`benches/results/history-x86_64-intel-xeon.md`):
-        // `t32/cs10000` 0.85 → 0.88, `t64/cs10000` 0.87 in both.
+        // finds it free (measured: docs/benchmarks.md,
+        // "Measurements behind the algorithm's rules").
         // The starvation clock keeps running: once it has
         // passed the threshold, the next sleep marks us at once.
         if !w.spinner && P::SPIN == SpinPolicy::One {
@@ -330,11 +322,10 @@ impl<P: Platform> Lock<P> {
     /// The timer is armed even when a woken thread sleeps again as the only
     /// sleeper with nobody spinning, although arming and cancelling it costs
     /// a VM a few µs of CPU per sleep: without it
-    /// (`benches/patches/untimed-resleep.patch`), 2-thread cells with
-    /// 100 ns-10 µs critical sections used 12-19 % less CPU per operation
-    /// but lost 3-6 % of their throughput at 1-10 µs, turning leads over the
-    /// peers into losses, and such sleeps would rest the bound on the
-    /// others' backstop (docs/benchmarks.md, "Measuring a build variant").
+    /// (`benches/patches/untimed-resleep.patch`), such sleeps would rest the
+    /// bound on the others' backstop, and the 2-thread cells saved CPU but
+    /// lost enough throughput to turn leads over the peers into losses
+    /// (measured: docs/benchmarks.md, "Measuring a build variant").
     #[inline(always)]
     pub(super) fn sleep(
         &self,
@@ -521,9 +512,9 @@ impl<P: Platform> Lock<P> {
         // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
         // line away from the holder. Timing each look with `RDTSCP` and
         // halving the gap after one that hit in this core's cache
-        // (`benches/patches/timed-looks.patch`) gained 7 % in
-        // `handoff-inline/cs1000` on one Intel Xeon VM, lost 7 % in
-        // `t2/cs100` there, and did not carry over to another (docs/benchmarks.md).
+        // (`benches/patches/timed-looks.patch`) helped the hand-off cells
+        // on one CPU only, and cost the short critical sections there
+        // (measured: docs/benchmarks.md, "Measuring a build variant").
         let max_backoff = P::max_backoff();
         if ping_pong {
             // What the pause found sets how soon this thread pauses again.
@@ -628,10 +619,9 @@ impl<P: Platform> Lock<P> {
     /// Pops and looks keep the flag, but while it is clear and a thread
     /// spins, unlocks skip their wakes, so no pop comes to set it again:
     /// only a holder's look (at most every 250 µs per thread) or the
-    /// starvation hand-offs did, while pushes piled sleepers up (sweep,
-    /// twelfth section: in a `t32/cs1000` run 497 k unlocks skipped their
-    /// wake for a spinner, against 11 k wakes past it). The pushes grow the
-    /// stack, so they count it.
+    /// starvation hand-offs did, while pushes piled sleepers up (measured:
+    /// docs/benchmarks.md, "Measurements behind the algorithm's rules"). The
+    /// pushes grow the stack, so they count it.
     ///
     /// We take the stack only if nobody owns it (an owner decides on the
     /// word as it finds it when it gives the stack back) and unlocks still
@@ -683,9 +673,8 @@ impl<P: Platform> Lock<P> {
 /// the flag set restarts the clock, and yields do not end at the
 /// threshold. There every waiter that marks itself costs the lock a
 /// hand-off to a sleeping thread, and counting the yields cost throughput
-/// with 64 threads and 100 ns of think time (0.97 → 0.72 of the fastest
-/// peer's, two interleaved runs each on the 2-core AMD EPYC VM) and in
-/// `queue-inline/t32` (0.94 → 0.81), which the flag kept (0.90, 1.04).
+/// at 32-64 threads (measured: docs/benchmarks.md, "Measurements behind
+/// the algorithm's rules").
 ///
 /// # Safety
 /// The node is not published, if `clocked` is clear: the clock starts

@@ -251,11 +251,9 @@ impl<P: Platform> Lock<P> {
                 // to the spin budget: an owner running on another CPU gives
                 // the stack back within microseconds, and a yield at once
                 // (as in `unlock_fair`) lets the other runnable threads run
-                // first while the lock stays held (`contended-inline/t64/
-                // cs100/think0`, Intel Xeon VM, three rounds each: 5.5-5.8
-                // Mops/s yielding at once, 7.3-7.4 spinning first, 7.1-7.7
-                // releasing as before; benches/results/
-                // ab-x86_64-intel-xeon-starving-unlock-waits.md).
+                // first while the lock stays held (measured:
+                // docs/benchmarks.md, "Measurements behind the algorithm's
+                // rules").
                 let (_, deadline) = P::spin_deadline();
                 loop {
                     P::spin_hint();
