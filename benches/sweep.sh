@@ -22,7 +22,8 @@
 # (every value swept so far, not only this invocation's). Include the
 # default value to see it next to the others. The runs are timings: keep the
 # machine otherwise idle (`uptime` before and after). The default values
-# and what earlier sweeps showed are in each constant's doc comment; a
+# are in src/arch/mod.rs, and what earlier sweeps showed in
+# docs/benchmarks.md ("The constants: how each value was chosen"); a
 # committed sweep was benches/results/sweep-x86_64-amd-epyc.md (in git at
 # 2dde755, see docs/benchmarks.md).
 set -euo pipefail

@@ -122,17 +122,13 @@ impl Parker for FutexParker {
 }
 
 /// The sleep of a parker whose futex fails with an error it cannot mean
-/// here (ENOSYS or EPERM from a seccomp filter, in sandboxes): a few yields,
-/// then sleeps of 1 µs doubling up to 1 ms, between looks at the word. It
-/// never spins: a sandboxed process's waiters then cost a wake-up per
-/// millisecond, not a CPU each, and a wake (whose own futex call may fail
-/// too) is seen within a millisecond.
+/// here (ENOSYS or EPERM from a seccomp filter, in sandboxes), between
+/// looks at the word: 4 yields, then [`super::native::back_off`]'s sleeps.
+/// A wake, whose own futex call may fail too, is seen within a millisecond.
 #[derive(Default)]
 struct Backoff(u32);
 
 impl Backoff {
-    const YIELDS: u32 = 4;
-
     fn sleep(&mut self, deadline: Option<Instant>) {
         #[cfg(test)]
         tests::FAILED_WAITS.set(tests::FAILED_WAITS.get() + 1);
@@ -140,16 +136,7 @@ impl Backoff {
         if tests::HOT_LOOP_ON_ERROR.get() {
             return; // the negative control: a busy loop
         }
-        self.0 = self.0.saturating_add(1);
-        if self.0 <= Self::YIELDS {
-            std::thread::yield_now();
-            return;
-        }
-        let mut d = std::time::Duration::from_micros(1 << (self.0 - Self::YIELDS - 1).min(10));
-        if let Some(deadline) = deadline {
-            d = d.min(deadline.saturating_duration_since(Instant::now()));
-        }
-        std::thread::sleep(d);
+        super::native::back_off(&mut self.0, 4, deadline);
     }
 }
 
@@ -166,20 +153,7 @@ fn injected() -> Option<i32> {
 
 /// FUTEX_WAIT with no timeout. Returns the error number if the call failed.
 fn futex_wait(word: &AtomicU32, expected: u32) -> Option<i32> {
-    if let Some(e) = injected() {
-        return Some(e);
-    }
-    // SAFETY: FUTEX_WAIT on a live, aligned u32 with no timeout.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ptr::null::<libc::timespec>(),
-        )
-    };
-    if r == 0 { None } else { Some(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) }
+    futex_wait_bitset(word, expected, None)
 }
 
 /// CLOCK_MONOTONIC now plus `left`, or `None` if that does not fit.
@@ -202,19 +176,32 @@ fn monotonic_after(left: std::time::Duration) -> Option<libc::timespec> {
 /// FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC deadline. Returns the
 /// error number if the call failed.
 fn futex_wait_until(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> Option<i32> {
+    futex_wait_bitset(word, expected, Some(deadline))
+}
+
+/// FUTEX_WAIT_BITSET (a plain FUTEX_WAIT, but for the kind of deadline it
+/// takes) until `deadline`, or with none. Returns the error number if the
+/// call failed (or the one a test injects).
+fn futex_wait_bitset(
+    word: &AtomicU32,
+    expected: u32,
+    deadline: Option<&libc::timespec>,
+) -> Option<i32> {
     if let Some(e) = injected() {
         return Some(e);
     }
+    let deadline = deadline.map_or(ptr::null(), ptr::from_ref);
     // SAFETY: FUTEX_WAIT_BITSET on a live, aligned u32, with a valid
-    // timespec; with this operation the kernel reads the timeout as an
-    // absolute CLOCK_MONOTONIC time (no FUTEX_CLOCK_REALTIME).
+    // timespec or none (null: no timeout); with this operation the kernel
+    // reads the timeout as an absolute CLOCK_MONOTONIC time (no
+    // FUTEX_CLOCK_REALTIME).
     let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            ptr::from_ref(deadline),
+            deadline,
             ptr::null::<u32>(),
             libc::FUTEX_BITSET_MATCH_ANY,
         )

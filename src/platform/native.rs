@@ -169,6 +169,25 @@ fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
 }
 
+/// One wait of a thread that waits for something no wake will announce (a
+/// stack owner's give-back, or a futex word whose futex calls fail): the
+/// first `yields` of its waits (`waits` counts them) yield the CPU, the
+/// later ones sleep, 1 µs doubling up to 1 ms, and never past `deadline`.
+/// It never spins: such a wait costs a wake-up per millisecond at most, not
+/// a CPU, and sees the change within a millisecond.
+pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time::Instant>) {
+    *waits = waits.saturating_add(1);
+    if *waits <= yields {
+        std::thread::yield_now();
+        return;
+    }
+    let mut d = std::time::Duration::from_micros(1 << (*waits - yields - 1).min(10));
+    if let Some(deadline) = deadline {
+        d = d.min(deadline.saturating_duration_since(std::time::Instant::now()));
+    }
+    std::thread::sleep(d);
+}
+
 /// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
@@ -234,17 +253,11 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn wait_for_stack(waits: &mut u32) {
         // Yields first: the owner, if it was preempted, usually runs again
-        // within the yield. Then sleeps, 1 µs doubling up to 1 ms: a yield
-        // runs no thread of lower priority, so a real-time thread (SCHED_FIFO
-        // or SCHED_RR) that waits for a stack owner of lower priority on
-        // its CPU would yield to nobody for ever.
-        *waits += 1;
-        if *waits <= arch::STACK_WAIT_YIELDS {
-            std::thread::yield_now();
-        } else {
-            let shift = (*waits - arch::STACK_WAIT_YIELDS - 1).min(10);
-            std::thread::sleep(std::time::Duration::from_micros(1 << shift));
-        }
+        // within the yield. Then sleeps: a yield runs no thread of lower
+        // priority, so a real-time thread (SCHED_FIFO or SCHED_RR) that
+        // waits for a stack owner of lower priority on its CPU would yield
+        // to nobody for ever.
+        back_off(waits, arch::STACK_WAIT_YIELDS, None);
     }
     #[inline(always)]
     fn now() -> u64 {
