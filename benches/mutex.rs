@@ -2118,14 +2118,13 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 14] = [
+    const NAMES: [&str; 13] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
         "MAX_LOOK_GAP_NS",
         "STARVING_NS",
         "STARVING_FEW_NS",
-        "STARVED_AWAKE_NS",
         "LOOK_NS",
         "ARRIVAL_YIELDS",
         "YIELD_BUSY_NS",

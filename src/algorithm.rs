@@ -38,7 +38,15 @@
 //! in all while each yield runs other threads and, unless sleepers are
 //! backed up, the waiter's starvation threshold has not passed); else sleep: link a node to
 //! the current head and, in one CAS that only succeeds while `LOCKED` is still
-//! set, publish it as the new head and drop `SPINNING` if we held it. A woken
+//! set, publish it as the new head and drop `SPINNING` if we held it. Before
+//! it sleeps in the OS, a pushed waiter polls its own node for its wake (no
+//! look at the lock word) for as long as its wakes from the OS have been
+//! taking to run it, if its waits on the stack have been shorter than that
+//! (both measured per thread, a running average; the poll is at most 50 µs):
+//! polling as long as a sleep would cost keeps a wait within twice the
+//! better choice's cost, and a thread woken while it polls is running, so
+//! the `SPINNING` its wake hands it does not leave the lock free while it
+//! waits for a CPU. A woken
 //! thread competes for the lock again (it may barge past no one: the lock is
 //! free or held); if it was the oldest waiter it may spin once even beside the
 //! spinner. A thread that was handed the lock (below) returns at once. In
@@ -114,9 +122,10 @@
 //! right above them), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
-//! Then it spins for up to 10 µs for the hand-off (a recipient that is
-//! running spares the lock the wake latency), and sleeps again, without a
-//! timeout, until the hand-off wakes it. No other thread has to notice it.
+//! Then it polls its node for the hand-off for as long as its wakes from the
+//! OS take (at most 50 µs; a recipient that is running spares the lock the
+//! wake latency), and sleeps again, without a timeout, until the hand-off
+//! wakes it. No other thread has to notice it.
 //! The clock starts when the waiter first yields (on arrival, beside a
 //! spinner or in starvation mode, or after its own `unlock_fair`) or, if it
 //! did not yield, when it first pushes itself: on an oversubscribed CPU one
@@ -254,8 +263,8 @@
 //! `prctl(PR_SET_TIMERSLACK)`) and the time the thread waits for a CPU; a
 //! waiter past its deadline while it spins adds at most the 2 µs spin
 //! budget and one yield, and one whose starvation deadline came just
-//! before its own adds at most the 10 µs it stays awake for a hand-off
-//! (`STARVED_AWAKE_NS`). docs/design.md gives measured figures.
+//! before its own adds at most the 50 µs it may stay awake for a hand-off
+//! (`WAKE_POLL_MAX_NS`). docs/design.md gives measured figures.
 //!
 //! A waiter whose sleep timed out must leave the stack without a trace. It
 //! takes `STACK_LOCKED` like any stack owner (owners never block while

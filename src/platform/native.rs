@@ -193,6 +193,27 @@ pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time:
 pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
 
 impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
+    /// Polls `woken`, a look at this thread's own node, for up to `ticks`;
+    /// returns whether it said so. Spin hints between looks, not yields: a
+    /// thread that yields while others are runnable goes to the back of the
+    /// run queue (milliseconds on an oversubscribed CPU), and a lock handed
+    /// to it would wait there with it.
+    #[inline]
+    fn poll(woken: impl Fn() -> bool, ticks: u64) -> bool {
+        let until = arch::ticks().wrapping_add(ticks);
+        loop {
+            if woken() {
+                return true;
+            }
+            if (arch::ticks().wrapping_sub(until) as i64) >= 0 {
+                return false;
+            }
+            for _ in 0..arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS)) {
+                arch::spin_hint();
+            }
+        }
+    }
+
     /// The starvation threshold of a sleeper whose latest push found
     /// sleepers backed up (`arch::STARVING_NS`) or not
     /// (`arch::STARVING_FEW_NS`), or 20 µs either way in the test-only
@@ -360,28 +381,16 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
+    /// Polls for as long as this thread's wakes from the OS take to run it
+    /// (the cap, `arch::WAKE_POLL_MAX_NS`, until it has measured one): the
+    /// ski-rental rule of `wait_for_wake` again, and here the wake is a
+    /// hand-off, whose lock waits for its recipient all that latency if it
+    /// sleeps.
     #[inline]
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
-        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
-        // The duration before the clock, as in `note_hand_off`.
-        let awake = arch::ns_to_ticks(awake);
-        let until = arch::ticks().wrapping_add(awake);
-        let gap = Self::max_backoff();
-        loop {
-            if woken() {
-                return true;
-            }
-            if arch::ticks() >= until {
-                return false;
-            }
-            // Spin hints, not a yield: a thread that yields while others
-            // are runnable goes to the back of the run queue (milliseconds
-            // on an oversubscribed CPU), and the lock handed to it would
-            // wait there with it.
-            for _ in 0..gap {
-                Self::spin_hint();
-            }
-        }
+        let cap = arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS);
+        let latency = WAKE_LATENCY.with(Cell::get);
+        Self::poll(woken, if latency == 0 { cap } else { latency.min(cap) })
     }
     /// Polls while this thread's recent waits on the stack were shorter
     /// than its recent wakes took to run it, for up to that wake latency
@@ -406,20 +415,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
         if latency == 0 || QUEUED.with(Cell::get) >= latency {
             return false;
         }
-        let budget = latency.min(arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS));
-        let until = arch::ticks().wrapping_add(budget);
-        let gap = Self::max_backoff();
-        loop {
-            if woken() {
-                return true;
-            }
-            if (arch::ticks().wrapping_sub(until) as i64) >= 0 {
-                return false;
-            }
-            for _ in 0..gap {
-                Self::spin_hint();
-            }
-        }
+        Self::poll(woken, latency.min(arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS)))
     }
     #[inline]
     fn note_wake(queued: u64, latency: Option<u64>) {
