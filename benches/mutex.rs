@@ -2277,7 +2277,7 @@ fn policy_counters() -> Option<String> {
                 "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
                 "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"timeouts\":{},",
                 "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
-                "\"polled_wakes\":{},\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
+                "\"polled_wakes\":{},\"wakes_skipped\":{},\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
             ),
             s.slow_paths,
             s.spins,
@@ -2291,6 +2291,7 @@ fn policy_counters() -> Option<String> {
             s.wait_max.as_nanos(),
             s.wakes_past_spinner,
             s.polled_wakes,
+            s.wakes_skipped,
             s.wake_latency_total.as_nanos(),
             s.wake_latency_max.as_nanos(),
         ))

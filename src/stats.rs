@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Only slow paths pay: a lock whose first attempt succeeds, an unlock
-//! that finds no waiter to wake and every `try_lock` count nothing and run
+//! that finds no sleeper and every `try_lock` count nothing and run
 //! the same instructions as in a build without the feature (but for the
 //! address of the call site, loaded on the way to the slow path). A slow
 //! path pays two readings of the CPU's tick counter (a wake two more: the
@@ -119,6 +119,10 @@ pub struct Stats {
     /// to spin, made because sleepers were backed up (more than 4 per CPU).
     /// The other wakes with a spinner about are skipped (not counted here).
     pub wakes_past_spinner: u64,
+    /// Wakes skipped for the spinner: unlocks that found sleepers and a
+    /// thread holding the right to spin (sleepers not backed up), and woke
+    /// nobody, leaving the lock to the spinner.
+    pub wakes_skipped: u64,
     /// Sleeps whose wake came while the waiter still polled its own node,
     /// before it slept in the OS (a waiter polls for as long as its
     /// wakes from the OS take, when its recent waits were shorter than
@@ -278,6 +282,7 @@ static WAIT_MAX: Counter = Counter::new();
 static SITES_MISSED: Counter = Counter::new();
 static WAKES_PAST_SPINNER: Counter = Counter::new();
 static POLLED_WAKES: Counter = Counter::new();
+static WAKES_SKIPPED: Counter = Counter::new();
 /// In ticks.
 static WAKE_LATENCY_TOTAL: Counter = Counter::new();
 /// In ticks (see [`Counter::raise`]).
@@ -374,6 +379,7 @@ pub(crate) fn record(event: Event) {
         Event::Starved => STARVED.add(1),
         Event::WokePastSpinner => WAKES_PAST_SPINNER.add(1),
         Event::WokenWhilePolling => POLLED_WAKES.add(1),
+        Event::WakeSkippedForSpinner => WAKES_SKIPPED.add(1),
         _ => {}
     }
 }
@@ -441,6 +447,7 @@ pub fn snapshot() -> Stats {
         timeouts: TIMEOUTS.get(),
         wakes_past_spinner: WAKES_PAST_SPINNER.get(),
         polled_wakes: POLLED_WAKES.get(),
+        wakes_skipped: WAKES_SKIPPED.get(),
         wake_latency_total: duration(WAKE_LATENCY_TOTAL.get()),
         wake_latency_max: duration(WAKE_LATENCY_MAX.max()),
         wait_total: duration(WAIT_TOTAL.get()),
@@ -467,6 +474,7 @@ pub fn reset() {
         &SITES_MISSED,
         &WAKES_PAST_SPINNER,
         &POLLED_WAKES,
+        &WAKES_SKIPPED,
         &WAKE_LATENCY_TOTAL,
         &WAKE_LATENCY_MAX,
     ] {

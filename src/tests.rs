@@ -15,16 +15,68 @@ use std::time::{Duration, Instant};
 
 use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
-use crate::platform::native::{
-    AllSpin, MixedWake, Native, NativeWith, NoSpin, OsParker, QuickStarve, SPIN_ONE, SlowYield,
-    SlowYieldClockAtPush, ThreadPark, ThreadParkLosesTokens, UnwindsPastNode, WidePingPong,
-};
+use crate::platform::native::{AllSpin, Native, NativeWith, NoSpin, OsParker, SpinOne, Variant};
 use crate::platform::park::ThreadParker;
 use crate::platform::{Event, Parker, Platform};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 use common::{Rng, Watchdog};
+
+// The native platform's test variants: the production code with a parker,
+// a wake order, a fault or a time changed so that a rare path runs often.
+
+/// The portable thread-park parker, so that it is tested on Linux too.
+type ThreadPark = NativeWith<ThreadParker, SpinOne, 0>;
+/// The portable parker with a deliberate bug: it gives no park token back
+/// (a negative control).
+type ThreadParkLosesTokens = NativeWith<ThreadParker<true>, SpinOne, 0>;
+/// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
+/// under real threads.
+type MixedWake = NativeWith<OsParker, SpinOne, 2>;
+
+/// A ping-pong window of 10 ms instead of the adaptive one: nearly every
+/// arrival of a thread that spun pauses, so that tests reach the pause
+/// however slowly the threads run (sanitizers, emulators).
+struct WidePingPongVariant;
+impl Variant for WidePingPongVariant {
+    const PING_PONG_WINDOW_NS: Option<u64> = Some(10_000_000);
+}
+type WidePingPong = NativeWith<OsParker, WidePingPongVariant, 0>;
+
+/// A starvation threshold of 20 µs, so that tests see many sleepers mark
+/// themselves starving; with either parker.
+struct QuickStarveVariant;
+impl Variant for QuickStarveVariant {
+    const STARVING_NS: Option<u64> = Some(20_000);
+}
+type QuickStarve<K = OsParker> = NativeWith<K, QuickStarveVariant, 0>;
+
+/// Arrival yields that each take 300 µs (a sleep standing in for a yield
+/// that ran other threads), so that a waiter's yields outlast its
+/// starvation threshold.
+struct SlowYieldVariant;
+impl Variant for SlowYieldVariant {
+    const ARRIVAL_YIELD_SLEEP_US: Option<u64> = Some(300);
+}
+type SlowYield = NativeWith<OsParker, SlowYieldVariant, 0>;
+
+/// `SlowYield` with a deliberate bug: the starvation clock starts at the
+/// first push, not at the first yield (a negative control).
+struct SlowYieldClockAtPushVariant;
+impl Variant for SlowYieldClockAtPushVariant {
+    const ARRIVAL_YIELD_SLEEP_US: Option<u64> = Some(300);
+    const FAULT: crate::platform::Fault = crate::platform::Fault::ClockStartsAtPush;
+}
+type SlowYieldClockAtPush = NativeWith<OsParker, SlowYieldClockAtPushVariant, 0>;
+
+/// With a deliberate bug: a panic inside a lock call unwinds out of it (a
+/// negative control).
+struct UnwindsPastNodeVariant;
+impl Variant for UnwindsPastNodeVariant {
+    const FAULT: crate::platform::Fault = crate::platform::Fault::UnwindPastNode;
+}
+type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
 
 // ---------------------------------------------------------------------------
 // Slow-path event counters
@@ -623,11 +675,11 @@ fn contended_timed_portable_parker() {
 /// oldest sleeper, the one a wake pops, is a timed one.
 #[test]
 fn timed_waiters_popped_while_leaving() {
-    contend_timed_until::<NativeWith<Dawdle<OsParker>, SPIN_ONE, 0>>(
+    contend_timed_until::<NativeWith<Dawdle<OsParker>, SpinOne, 0>>(
         "timed_waiters_popped_while_leaving_os",
         true,
     );
-    contend_timed_until::<NativeWith<Dawdle<ThreadParker>, SPIN_ONE, 0>>(
+    contend_timed_until::<NativeWith<Dawdle<ThreadParker>, SpinOne, 0>>(
         "timed_waiters_popped_while_leaving_portable",
         true,
     );
@@ -1938,7 +1990,7 @@ const BURSTS: u64 = if cfg!(miri) { 10 } else { 2_500 };
 
 #[test]
 fn no_lost_wakeup_when_arming_dawdles_os_parker() {
-    bursts::<NativeWith<Dawdle<OsParker>, SPIN_ONE, 0>>(
+    bursts::<NativeWith<Dawdle<OsParker>, SpinOne, 0>>(
         "no_lost_wakeup_when_arming_dawdles_os_parker",
         4,
         BURSTS,
@@ -1948,7 +2000,7 @@ fn no_lost_wakeup_when_arming_dawdles_os_parker() {
 #[test]
 fn no_lost_wakeup_when_arming_dawdles_portable() {
     // Mostly newest-first wakes: the node just pushed is the one popped.
-    bursts::<NativeWith<Dawdle<ThreadParker>, SPIN_ONE, 2>>(
+    bursts::<NativeWith<Dawdle<ThreadParker>, SpinOne, 2>>(
         "no_lost_wakeup_when_arming_dawdles_portable",
         4,
         BURSTS,

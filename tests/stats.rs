@@ -151,6 +151,7 @@ fn is_zero(s: &Stats) -> bool {
         && s.wait_max == Duration::ZERO
         && s.wakes_past_spinner == 0
         && s.polled_wakes == 0
+        && s.wakes_skipped == 0
         && s.wake_latency_total == Duration::ZERO
         && s.wake_latency_max == Duration::ZERO
         && s.longest_waits.iter().all(Option::is_none)

@@ -5,7 +5,7 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, Ordering::Relaxed};
 use std::cell::Cell;
 
-use super::{NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use super::{Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
 use crate::arch::{self, Knob};
 
 #[cfg(target_os = "linux")]
@@ -15,69 +15,53 @@ pub(crate) type OsParker = super::park::ThreadParker;
 
 /// std atomics, the architecture's tick counter, the OS parker: the platform
 /// of [`crate::RawMutex`].
-pub(crate) type Native = NativeWith<OsParker, SPIN_ONE, 0>;
+pub(crate) type Native = NativeWith<OsParker, SpinOne, 0>;
 
 /// Ablation: the spin bit's algorithm with spinning switched off.
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) type NoSpin = NativeWith<OsParker, SPIN_NEVER, 0>;
+pub(crate) type NoSpin = NativeWith<OsParker, SpinNever, 0>;
 /// Ablation: every waiter spins before it sleeps (no spin bit).
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) type AllSpin = NativeWith<OsParker, SPIN_ALL, 0>;
-/// The portable thread-park parker, so that it is tested on Linux too.
-#[cfg(test)]
-pub(crate) type ThreadPark = NativeWith<super::park::ThreadParker, SPIN_ONE, 0>;
-/// The portable parker with a deliberate bug: it gives no park token back
-/// (a negative control).
-#[cfg(test)]
-pub(crate) type ThreadParkLosesTokens = NativeWith<super::park::ThreadParker<true>, SPIN_ONE, 0>;
-/// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
-/// under real threads.
-#[cfg(test)]
-pub(crate) type MixedWake = NativeWith<OsParker, SPIN_ONE, 2>;
-/// The spin bit's algorithm with a ping-pong window of 10 ms instead of
-/// `arch::PING_PONG_NS`: nearly every arrival of a thread that spun pauses,
-/// so that tests reach the pause however slowly the threads run
-/// (sanitizers, emulators).
-#[cfg(test)]
-pub(crate) type WidePingPong = NativeWith<OsParker, SPIN_ONE_WIDE_PING_PONG, 0>;
-/// The spin bit's algorithm with a starvation threshold of 20 µs instead of
-/// `arch::STARVING_NS`, so that tests see many sleepers mark themselves
-/// starving; with either parker.
-#[cfg(test)]
-pub(crate) type QuickStarve<K = OsParker> = NativeWith<K, SPIN_ONE_QUICK_STARVE, 0>;
+pub(crate) type AllSpin = NativeWith<OsParker, SpinAll, 0>;
 
-/// The spin bit's algorithm with arrival yields that each take 300 µs (a
-/// sleep standing in for a yield that ran other threads), so that a
-/// waiter's yields outlast its starvation threshold.
-#[cfg(test)]
-pub(crate) type SlowYield = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD, 0>;
-/// `SlowYield` with a deliberate bug: the starvation clock starts at the
-/// first push, not at the first yield (a negative control).
-#[cfg(test)]
-pub(crate) type SlowYieldClockAtPush = NativeWith<OsParker, SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH, 0>;
-/// With a deliberate bug: a panic inside a lock call unwinds out of it (a
-/// negative control).
-#[cfg(test)]
-pub(crate) type UnwindsPastNode = NativeWith<OsParker, SPIN_ONE_UNWINDS, 0>;
+/// What sets one native platform apart from another, all of it constant:
+/// which waiters spin and, for the tests' variants (`src/tests.rs`), a
+/// deliberate fault or a time scaled so that a rare path runs often. The
+/// production variants keep the defaults.
+pub(crate) trait Variant: 'static {
+    /// [`Platform::SPIN`].
+    const SPIN: SpinPolicy = SpinPolicy::One;
+    /// [`Platform::FAULT`].
+    const FAULT: Fault = Fault::None;
+    /// A starvation threshold in place of `arch::STARVING_NS` and
+    /// `arch::STARVING_FEW_NS`.
+    const STARVING_NS: Option<u64> = None;
+    /// A fixed ping-pong window in place of the adaptive one.
+    const PING_PONG_WINDOW_NS: Option<u64> = None;
+    /// Arrival yields that are sleeps of this long (standing in for yields
+    /// that ran other threads) in place of yields.
+    const ARRIVAL_YIELD_SLEEP_US: Option<u64> = None;
+}
 
-pub(crate) const SPIN_ONE: u8 = 0;
+/// The spin bit: at most one waiter spins.
+pub(crate) struct SpinOne;
+impl Variant for SpinOne {}
+
+/// Nobody spins (an ablation).
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) const SPIN_NEVER: u8 = 1;
+pub(crate) struct SpinNever;
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) const SPIN_ALL: u8 = 2;
-/// As `SPIN_ONE`, with a 10 ms ping-pong window (`WidePingPong`, tests only).
-pub(crate) const SPIN_ONE_WIDE_PING_PONG: u8 = 3;
-/// As `SPIN_ONE`, with a 20 µs starvation threshold (`QuickStarve`, tests
-/// only).
-pub(crate) const SPIN_ONE_QUICK_STARVE: u8 = 4;
-/// As `SPIN_ONE`, with 300 µs arrival yields (`SlowYield`, tests only).
-pub(crate) const SPIN_ONE_SLOW_YIELD: u8 = 5;
-/// As `SPIN_ONE_SLOW_YIELD`, with `Fault::ClockStartsAtPush`
-/// (`SlowYieldClockAtPush`, tests only).
-pub(crate) const SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH: u8 = 6;
-/// As `SPIN_ONE`, with `Fault::UnwindPastNode` (`UnwindsPastNode`, tests
-/// only).
-pub(crate) const SPIN_ONE_UNWINDS: u8 = 7;
+impl Variant for SpinNever {
+    const SPIN: SpinPolicy = SpinPolicy::Never;
+}
+
+/// Every waiter spins (an ablation).
+#[cfg(any(test, feature = "bench-ablations"))]
+pub(crate) struct SpinAll;
+#[cfg(any(test, feature = "bench-ablations"))]
+impl Variant for SpinAll {
+    const SPIN: SpinPolicy = SpinPolicy::All;
+}
 
 std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
@@ -188,11 +172,11 @@ pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time:
     std::thread::sleep(d);
 }
 
-/// The native platform, parameterised by parker, spin policy (`SPIN_*`) and
+/// The native platform, parameterised by parker, [`Variant`] and
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
-pub(crate) struct NativeWith<K, const SPIN: u8, const MAX_PASSES: u32>(PhantomData<K>);
+pub(crate) struct NativeWith<K, V, const MAX_PASSES: u32>(PhantomData<(K, V)>);
 
-impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
+impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
     /// Polls `woken`, a look at this thread's own node, for up to `ticks`;
     /// returns whether it said so. Spin hints between looks, not yields: a
     /// thread that yields while others are runnable goes to the back of the
@@ -216,12 +200,11 @@ impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
 
     /// The starvation threshold of a sleeper whose latest push found
     /// sleepers backed up (`arch::STARVING_NS`) or not
-    /// (`arch::STARVING_FEW_NS`), or 20 µs either way in the test-only
-    /// `QuickStarve`.
+    /// (`arch::STARVING_FEW_NS`), or the variant's either way.
     #[inline]
     fn starving_ns(backed_up: bool) -> u64 {
-        if SPIN == SPIN_ONE_QUICK_STARVE {
-            20_000
+        if let Some(ns) = V::STARVING_NS {
+            ns
         } else if backed_up {
             arch::tuned(Knob::Starving, arch::STARVING_NS)
         } else {
@@ -230,23 +213,15 @@ impl<K, const SPIN: u8, const MAX_PASSES: u32> NativeWith<K, SPIN, MAX_PASSES> {
     }
 }
 
-impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const MAX_PASSES: u32>
-    Platform for NativeWith<K, SPIN, MAX_PASSES>
+impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_PASSES: u32> Platform
+    for NativeWith<K, V, MAX_PASSES>
 {
     type State = AtomicPtr<crate::lock::Node<Self>>;
     type Cell<T: Copy> = PlainCell<T>;
     type Parker = K;
-    const SPIN: SpinPolicy = match SPIN {
-        1 => SpinPolicy::Never,
-        2 => SpinPolicy::All,
-        _ => SpinPolicy::One,
-    };
+    const SPIN: SpinPolicy = V::SPIN;
     const MAX_PASSES: u32 = MAX_PASSES;
-    const FAULT: super::Fault = match SPIN {
-        SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH => super::Fault::ClockStartsAtPush,
-        SPIN_ONE_UNWINDS => super::Fault::UnwindPastNode,
-        _ => super::Fault::None,
-    };
+    const FAULT: Fault = V::FAULT;
 
     #[inline(always)]
     fn spin_hint() {
@@ -258,8 +233,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     }
     #[inline]
     fn arrival_yield() -> bool {
-        if SPIN == SPIN_ONE_SLOW_YIELD || SPIN == SPIN_ONE_SLOW_YIELD_CLOCK_AT_PUSH {
-            std::thread::sleep(std::time::Duration::from_micros(300));
+        if let Some(us) = V::ARRIVAL_YIELD_SLEEP_US {
+            std::thread::sleep(std::time::Duration::from_micros(us));
             return true;
         }
         let start = arch::ticks();
@@ -318,8 +293,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, const SPIN: u8, const M
     #[inline]
     fn spun_recently() -> bool {
         let last = LAST_SPIN_ACQUIRE.with(Cell::get);
-        let window_ns =
-            if SPIN == SPIN_ONE_WIDE_PING_PONG { 10_000_000 } else { ping_pong_window_ns() };
+        let window_ns = V::PING_PONG_WINDOW_NS.unwrap_or_else(ping_pong_window_ns);
         arch::ticks().wrapping_sub(last) < arch::ns_to_ticks(window_ns)
     }
     #[inline]
