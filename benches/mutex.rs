@@ -2118,13 +2118,14 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 14] = [
         "SPIN_NS",
         "PING_PONG_NS",
         "PING_PONG_PAUSE_NS",
         "MAX_LOOK_GAP_NS",
         "STARVING_NS",
         "STARVING_FEW_NS",
+        "STARVED_AWAKE_NS",
         "LOOK_NS",
         "ARRIVAL_YIELDS",
         "YIELD_BUSY_NS",

@@ -42,7 +42,8 @@
 //! it sleeps in the OS, a pushed waiter polls its own node for its wake (no
 //! look at the lock word) for as long as its wakes from the OS have been
 //! taking to run it, if its waits on the stack have been shorter than that
-//! (both measured per thread, a running average; the poll is at most 50 µs):
+//! (both measured per thread, a running average), unless that latency is
+//! over 50 µs (then it was a wait for a CPU, which a poll would take):
 //! polling as long as a sleep would cost keeps a wait within twice the
 //! better choice's cost, and a thread woken while it polls is running, so
 //! the `SPINNING` its wake hands it does not leave the lock free while it
@@ -122,10 +123,9 @@
 //! right above them), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
-//! Then it polls its node for the hand-off for as long as its wakes from the
-//! OS take (at most 50 µs; a recipient that is running spares the lock the
-//! wake latency), and sleeps again, without a timeout, until the hand-off
-//! wakes it. No other thread has to notice it.
+//! Then it spins for up to 10 µs for the hand-off (a recipient that is
+//! running spares the lock the wake latency), and sleeps again, without a
+//! timeout, until the hand-off wakes it. No other thread has to notice it.
 //! The clock starts when the waiter first yields (on arrival, beside a
 //! spinner or in starvation mode, or after its own `unlock_fair`) or, if it
 //! did not yield, when it first pushes itself: on an oversubscribed CPU one
@@ -263,8 +263,8 @@
 //! `prctl(PR_SET_TIMERSLACK)`) and the time the thread waits for a CPU; a
 //! waiter past its deadline while it spins adds at most the 2 µs spin
 //! budget and one yield, and one whose starvation deadline came just
-//! before its own adds at most the 50 µs it may stay awake for a hand-off
-//! (`WAKE_POLL_MAX_NS`). docs/design.md gives measured figures.
+//! before its own adds at most the 10 µs it stays awake for a hand-off
+//! (`STARVED_AWAKE_NS`). docs/design.md gives measured figures.
 //!
 //! A waiter whose sleep timed out must leave the stack without a trace. It
 //! takes `STACK_LOCKED` like any stack owner (owners never block while

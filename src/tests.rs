@@ -958,7 +958,8 @@ fn contended_timed_waiters_leave_while_starving() {
 /// the native platform: no poll before the thread has measured a wake from
 /// the OS; a poll, which sees a wake that comes, while its waits have been
 /// shorter than its wakes took; a poll that ends without a wake that does
-/// not come; and no poll once its waits outlast its wakes. Each case is
+/// not come; no poll once its waits outlast its wakes, nor once its wakes
+/// take longer than the cap (a wait for a CPU). Each case is
 /// the others' negative control (a rule that always or never polled fails
 /// one of them).
 #[test]
@@ -988,6 +989,13 @@ fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
             Native::note_wake(us(60), None);
         }
         assert!(!Native::wait_for_wake(woken_at(1)), "polled although waits outlast wakes");
+        assert_eq!(looks.get(), 0);
+        // Short waits again, but wakes that take 10 ms to run the thread
+        // (it waited for a CPU): no poll.
+        for _ in 0..16 {
+            Native::note_wake(us(1), Some(us(10_000)));
+        }
+        assert!(!Native::wait_for_wake(woken_at(1)), "polled on oversubscribed CPUs");
         assert_eq!(looks.get(), 0);
     })
     .join()

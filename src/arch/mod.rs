@@ -91,6 +91,15 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// Measurements: docs/benchmarks.md, "The constants".
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
+/// How long a sleeper that has just marked itself starving spins (spin
+/// hints, no yield) for its hand-off before it sleeps again. The holder's
+/// unlock hands it the lock, often within a critical section or two, and a
+/// recipient that is running spares the lock the wake latency; a yield could
+/// send it to the back of the run queue for milliseconds. 10 µs covers a few
+/// critical sections without burning much CPU when the hand-off is late.
+/// Measurements: docs/benchmarks.md, "The constants".
+pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
+
 /// The most times a waiter that finds another thread spinning (or the lock
 /// in starvation mode) yields before it sleeps, on arrival and after each
 /// wake past the spinner that handed it nothing (see `Lock::wait`); after
@@ -100,11 +109,11 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 /// Measurements: docs/benchmarks.md, "The constants".
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
-/// The longest a waiter polls its own node for its wake before it sleeps
-/// in the OS (the poll lasts as long as its measured wake latency, see
-/// `Platform::wait_for_wake`): a bound on the CPU one wait can burn when
-/// that latency is long because the CPUs are oversubscribed (the woken
-/// thread waited for a CPU), where a poll only takes a CPU from others.
+/// The longest wake latency for which a waiter polls its own node for its
+/// wake before it sleeps in the OS (the poll lasts as long as that
+/// latency, see `Platform::wait_for_wake`): a longer one is a wait for a
+/// CPU (the CPUs are oversubscribed), where a poll only takes a CPU from
+/// others; it bounds the CPU one wait can burn.
 /// Measurements: docs/benchmarks.md, "The constants".
 pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
 
@@ -177,6 +186,8 @@ pub(crate) enum Knob {
     PingPongPause,
     /// [`MAX_LOOK_GAP_NS`].
     MaxLookGap,
+    /// [`STARVED_AWAKE_NS`].
+    StarvedAwake,
     /// [`ARRIVAL_YIELDS`].
     ArrivalYields,
     /// [`YIELD_BUSY_NS`].
@@ -204,6 +215,7 @@ impl Knob {
             Knob::Look => "LOOK_NS",
             Knob::PingPongPause => "PING_PONG_PAUSE_NS",
             Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
+            Knob::StarvedAwake => "STARVED_AWAKE_NS",
             Knob::ArrivalYields => "ARRIVAL_YIELDS",
             Knob::YieldBusy => "YIELD_BUSY_NS",
             Knob::BacklogPerCpu => "BACKLOG_PER_CPU",
@@ -234,7 +246,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 13] = [const { OnceLock::new() }; 13];
+    static VALUES: [OnceLock<u64>; 14] = [const { OnceLock::new() }; 14];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 

@@ -184,6 +184,9 @@ impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
     /// to it would wait there with it.
     #[inline]
     fn poll(woken: impl Fn() -> bool, ticks: u64) -> bool {
+        // Before the clock starts: the first call in a process calibrates
+        // the hint's cost.
+        let gap = arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS));
         let until = arch::ticks().wrapping_add(ticks);
         loop {
             if woken() {
@@ -192,7 +195,7 @@ impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
             if (arch::ticks().wrapping_sub(until) as i64) >= 0 {
                 return false;
             }
-            for _ in 0..arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS)) {
+            for _ in 0..gap {
                 arch::spin_hint();
             }
         }
@@ -355,20 +358,17 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
-    /// Polls for as long as this thread's wakes from the OS take to run it
-    /// (the cap, `arch::WAKE_POLL_MAX_NS`, until it has measured one): the
-    /// ski-rental rule of `wait_for_wake` again, and here the wake is a
-    /// hand-off, whose lock waits for its recipient all that latency if it
-    /// sleeps.
+    /// Polls for `arch::STARVED_AWAKE_NS`: the hand-off comes with the
+    /// holder's unlock, so the wait is about a critical section, whatever
+    /// a wake from the OS takes.
     #[inline]
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
-        let cap = arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS);
-        let latency = WAKE_LATENCY.with(Cell::get);
-        Self::poll(woken, if latency == 0 { cap } else { latency.min(cap) })
+        let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
+        Self::poll(woken, arch::ns_to_ticks(awake))
     }
     /// Polls while this thread's recent waits on the stack were shorter
-    /// than its recent wakes took to run it, for up to that wake latency
-    /// (at most `arch::WAKE_POLL_MAX_NS`).
+    /// than its recent wakes took to run it, for that wake latency, if it
+    /// is at most `arch::WAKE_POLL_MAX_NS`.
     ///
     /// A sleeper that is running when its wake comes takes over the wake at
     /// once; one asleep in the OS runs a wake latency later, and when the
@@ -382,14 +382,20 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     /// waits have been outlasting that, sleep at once, so that long queues
     /// (many more waiters than CPUs, heavy contention) cost no CPU. Both
     /// inputs are this thread's own measurements (`note_wake`); a thread
-    /// that has not slept yet has no latency to go by and does not poll.
+    /// that has not slept yet has no latency to go by and does not poll. A
+    /// latency beyond the cap is a wait for a CPU (the CPUs are
+    /// oversubscribed), and there a poll would take a CPU from the threads
+    /// that have work, the holder among them: no poll.
     #[inline]
     fn wait_for_wake(woken: impl Fn() -> bool) -> bool {
         let latency = WAKE_LATENCY.with(Cell::get);
-        if latency == 0 || QUEUED.with(Cell::get) >= latency {
+        if latency == 0
+            || latency > arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS)
+            || QUEUED.with(Cell::get) >= latency
+        {
             return false;
         }
-        Self::poll(woken, latency.min(arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS)))
+        Self::poll(woken, latency)
     }
     #[inline]
     fn note_wake(queued: u64, latency: Option<u64>) {
