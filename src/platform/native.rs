@@ -41,6 +41,9 @@ pub(crate) trait Variant: 'static {
     /// Arrival yields that are sleeps of this long (standing in for yields
     /// that ran other threads) in place of yields.
     const ARRIVAL_YIELD_SLEEP_US: Option<u64> = None;
+    /// A cap on the wake latency for which a waiter polls in place of
+    /// `arch::WAKE_POLL_MAX_NS`.
+    const WAKE_POLL_MAX_NS: Option<u64> = None;
 }
 
 /// The spin bit: at most one waiter spins.
@@ -390,7 +393,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     fn wait_for_wake(woken: impl Fn() -> bool) -> bool {
         let latency = WAKE_LATENCY.with(Cell::get);
         if latency == 0
-            || latency > arch::ns_to_ticks(arch::WAKE_POLL_MAX_NS)
+            || latency > arch::ns_to_ticks(V::WAKE_POLL_MAX_NS.unwrap_or(arch::WAKE_POLL_MAX_NS))
             || QUEUED.with(Cell::get) >= latency
         {
             return false;
