@@ -165,12 +165,12 @@ pub(crate) struct Node<P: Platform> {
     /// down to the tail, once a stack owner has walked that far.
     prev: P::Cell<*mut Node<P>>,
     /// If non-null, the tail (oldest waiter) of the stack this node heads or
-    /// headed. The walk in [`find_tail`] stops at the first such node.
+    /// headed. The walk in [`find_tail`](stack::find_tail) stops at the first such node.
     tail: P::Cell<*mut Node<P>>,
     /// How many wakes have passed this node over while it was the tail.
     passes: P::Cell<u32>,
     /// How many nodes are linked from this one down to the tail. Valid in
-    /// a node that caches the tail (`tail` non-null): [`find_tail`] adds the
+    /// a node that caches the tail (`tail` non-null): [`find_tail`](stack::find_tail) adds the
     /// nodes it walks to the count of the node it stops at, and stack
     /// owners that unlink a node keep the top's count. Only a hint for
     /// [`BACKLOG`]: nothing else depends on it.
