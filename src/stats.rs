@@ -18,8 +18,9 @@
 //! that finds no sleeper and every `try_lock` count nothing and run
 //! the same instructions as in a build without the feature (but for the
 //! address of the call site, loaded on the way to the slow path). A slow
-//! path pays two readings of the CPU's tick counter (a wake two more: the
-//! waker's and the woken thread's, for the wake-to-run latency) and a few relaxed
+//! path pays two readings of the CPU's tick counter (a wake's own readings,
+//! the waker's and the woken thread's, are made in every build: the wake
+//! poll learns from them) and a few relaxed
 //! atomic additions on counters shared by every thread of the process (so
 //! under heavy contention these cache lines move between cores with the
 //! slow paths). Its bookkeeping runs once it holds the lock, so it

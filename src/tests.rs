@@ -79,6 +79,14 @@ impl Variant for PollAlwaysVariant {
 }
 type PollAlways = NativeWith<OsParker, PollAlwaysVariant, 0>;
 
+/// Waiters never poll (a cap of 0 on the wake latency): the negative
+/// control of the polling test.
+struct NoPollVariant;
+impl Variant for NoPollVariant {
+    const WAKE_POLL_MAX_NS: Option<u64> = Some(0);
+}
+type NoPoll = NativeWith<OsParker, NoPollVariant, 0>;
+
 /// With a deliberate bug: a panic inside a lock call unwinds out of it (a
 /// negative control).
 struct UnwindsPastNodeVariant;
@@ -987,25 +995,30 @@ fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
         };
         assert!(!Native::wait_for_wake(woken_at(1)), "polled before any wake was measured");
         assert_eq!(looks.get(), 0, "looked before any wake was measured");
-        // Waits of 1 µs, wakes that take 30 µs to run the thread: it polls.
+        // Waits of 1 µs, wakes that take 30 µs to run the thread: it polls
+        // (its first look, before any look at the clock, sees the wake).
         Native::note_wake(us(1), Some(us(30)));
-        assert!(Native::wait_for_wake(woken_at(3)), "missed a wake while polling");
-        assert_eq!(looks.get(), 3);
-        // A wake that does not come: the poll ends on its own.
-        assert!(!Native::wait_for_wake(woken_at(u32::MAX)));
-        assert!(looks.get() > 1, "gave up at once: {} looks", looks.get());
-        // Waits of 60 µs: a wake would most likely come after the poll.
-        for _ in 0..16 {
-            Native::note_wake(us(60), None);
-        }
-        assert!(!Native::wait_for_wake(woken_at(1)), "polled although waits outlast wakes");
-        assert_eq!(looks.get(), 0);
-        // Short waits again, but wakes that take 10 ms to run the thread
-        // (it waited for a CPU): no poll.
+        assert!(Native::wait_for_wake(woken_at(1)), "did not poll");
+        assert_eq!(looks.get(), 1);
+        // Short waits, but wakes that take 10 ms to run the thread (it
+        // waited for a CPU): no poll under the production cap, ...
         for _ in 0..16 {
             Native::note_wake(us(1), Some(us(10_000)));
         }
         assert!(!Native::wait_for_wake(woken_at(1)), "polled on oversubscribed CPUs");
+        assert_eq!(looks.get(), 0);
+        // ... a poll under a cap of 1 s, which sees a wake that comes, and
+        // ends on its own without one (10 ms: time for many looks however
+        // the thread is scheduled).
+        assert!(PollAlways::wait_for_wake(woken_at(3)), "missed a wake while polling");
+        assert_eq!(looks.get(), 3);
+        assert!(!PollAlways::wait_for_wake(woken_at(u32::MAX)));
+        assert!(looks.get() > 1, "gave up at once: {} looks", looks.get());
+        // Waits of 20 ms: a wake would most likely come after the poll.
+        for _ in 0..16 {
+            Native::note_wake(us(20_000), None);
+        }
+        assert!(!PollAlways::wait_for_wake(woken_at(1)), "polled although waits outlast wakes");
         assert_eq!(looks.get(), 0);
     })
     .join()
@@ -1056,6 +1069,16 @@ fn polling_shortfall(e: &Events) -> Vec<&'static str> {
 fn contended_sleepers_poll_for_their_wake() {
     let name = "contended_sleepers_poll_for_their_wake";
     until(name, || contend_polling::<PollAlways>(name, 2), polling_shortfall);
+}
+
+#[test]
+fn a_contended_run_without_polls_fails_the_polling_check() {
+    // The check above can fail on a run that sleeps: nobody polls.
+    let events =
+        contend_polling::<NoPoll>("a_contended_run_without_polls_fails_the_polling_check", 2);
+    assert!(events.get(Event::Parked) > 0, "nobody slept: {events:?}");
+    assert_eq!(events.get(Event::WokenWhilePolling), 0, "{events:?}");
+    assert!(polling_shortfall(&events).contains(&"WokenWhilePolling"));
 }
 
 #[test]
@@ -2362,6 +2385,9 @@ fn sleepers_woken_again_and_again_still_starve() {
     for (name, events) in [
         ("futex parker", woken_again_and_again::<Native>("woken_again_and_again")),
         ("portable parker", woken_again_and_again::<ThreadPark>("woken_again_and_again_portable")),
+        // Wakes that find the sleeper polling its node, where only a sleep
+        // marks it: the poll must give way once the deadline has passed.
+        ("polling", woken_again_and_again::<PollAlways>("woken_again_and_again_polling")),
     ] {
         eprintln!("sleepers_woken_again_and_again_still_starve, {name}: {events:?}");
         assert!(

@@ -210,6 +210,7 @@ impl<P: Platform> Lock<P> {
         // round, storing its address without reading the node.
         match self.state.compare_exchange(s, with_flags(me, f), Release, Relaxed) {
             Ok(_) => {
+                w.pushed_at = P::now();
                 check_spinner::<P>(s, w.spinner);
                 P::record(Event::Parked);
                 // Beside a spinner, on other sleepers, with BACKLOG
@@ -219,10 +220,15 @@ impl<P: Platform> Lock<P> {
                 }
                 let backed_up = f & BACKLOG != 0;
                 w.slept = true;
-                w.pushed_at = P::now();
                 // Wait for the wake on our own node first, where the
-                // platform expects it soon (see `Platform::wait_for_wake`).
-                w.polled = P::wait_for_wake(|| node.parker.unparked());
+                // platform expects it soon (see `Platform::wait_for_wake`);
+                // not once our starvation deadline has passed: only a
+                // sleep (`sleep`) marks us starving, and a wake that kept
+                // coming while we polled would keep us from ever marking.
+                // SAFETY: only we write `since`.
+                let due = !w.marked && P::starve_due(unsafe { node.since.get() }, backed_up);
+                w.polled = !due && P::wait_for_wake(|| node.parker.unparked());
+                w.woken_awake = false;
                 if w.polled {
                     P::record(Event::WokenWhilePolling);
                 } else if !self.sleep(
@@ -230,7 +236,7 @@ impl<P: Platform> Lock<P> {
                     me,
                     deadline,
                     backed_up,
-                    (&mut w.marked, &mut w.popped_starving),
+                    (&mut w.marked, &mut w.popped_starving, &mut w.woken_awake),
                 ) {
                     // SAFETY: our node is (or was) on this lock's stack.
                     if unsafe { self.leave(me) } {
@@ -269,7 +275,10 @@ impl<P: Platform> Lock<P> {
         let woken_at = unsafe { node.woken_at.get() };
         // Saturating: two CPUs' tick counters may disagree slightly.
         let latency = P::now().saturating_sub(woken_at);
-        P::note_wake(woken_at.saturating_sub(w.pushed_at), (!w.polled).then_some(latency));
+        // The latency of a wake from the OS: not of one that found us
+        // polling or awake after our mark.
+        let slept = !w.polled && !w.woken_awake;
+        P::note_wake(woken_at.saturating_sub(w.pushed_at), slept.then_some(latency));
         #[cfg(any(test, feature = "stats"))]
         P::record_woken(latency, handed_lock);
         if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
@@ -333,7 +342,7 @@ impl<P: Platform> Lock<P> {
         me: *mut Node<P>,
         deadline: Option<Deadline<P>>,
         backed_up: bool,
-        (marked, popped): (&mut bool, &mut bool),
+        (marked, popped, awake): (&mut bool, &mut bool, &mut bool),
     ) -> bool {
         loop {
             let starve_at = if *marked {
@@ -385,6 +394,7 @@ impl<P: Platform> Lock<P> {
             }
             if P::wait_awake(|| node.parker.unparked()) {
                 P::record(Event::HandedWhileAwake);
+                *awake = true;
                 return true;
             }
             P::record(Event::AwakeWaitRanOut);
@@ -720,6 +730,9 @@ struct Waiter {
     /// The wake after our last push came while we waited for it on our
     /// own node, before we slept in the OS (`Platform::wait_for_wake`).
     polled: bool,
+    /// The wake after our last push came while we waited awake for a
+    /// hand-off after marking ourselves starving (`Platform::wait_awake`).
+    woken_awake: bool,
     /// Our starvation clock runs (`node.since` is set): since our first
     /// yield or, if we did not yield or that push found sleepers backed
     /// up, our first push.
@@ -748,6 +761,7 @@ impl Waiter {
             slept: false,
             pushed_at: 0,
             polled: false,
+            woken_awake: false,
             clocked: false,
             marked: false,
             popped_starving: false,

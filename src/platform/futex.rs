@@ -151,7 +151,7 @@ fn injected() -> Option<i32> {
     None
 }
 
-/// FUTEX_WAIT with no timeout. Returns the error number if the call failed.
+/// A futex wait with no timeout. Returns the error number if the call failed.
 fn futex_wait(word: &AtomicU32, expected: u32) -> Option<i32> {
     futex_wait_bitset(word, expected, None)
 }

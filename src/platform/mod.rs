@@ -409,7 +409,10 @@ pub(crate) trait Platform: Sized + 'static {
     /// write, and no look at the lock word), before it sleeps in the OS.
     /// Returns whether the wake came. The model does not poll (`false`):
     /// a poll writes nothing, and the parker's own first check reads the
-    /// same word.
+    /// same word with the same Acquire. What the poll does not do is look
+    /// at a clock: the caller polls only before its starvation deadline
+    /// (a sleep marks it starving), and a timed waiter may return up to
+    /// one poll (at most `arch::WAKE_POLL_MAX_NS`) after its deadline.
     #[inline(always)]
     fn wait_for_wake(_woken: impl Fn() -> bool) -> bool {
         false
