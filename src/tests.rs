@@ -1072,6 +1072,7 @@ fn contended_sleepers_poll_for_their_wake() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads: Miri's run is too short for a sleep")]
 fn a_contended_run_without_polls_fails_the_polling_check() {
     // The check above can fail on a run that sleeps: nobody polls.
     let events =
