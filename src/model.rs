@@ -25,11 +25,11 @@ use loom::thread;
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::fair::{
     BY_AGE, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES, OLDEST_STARVES_FIRST_PAUSES,
-    SELF_JUDGED, STARVES_ONCE,
+    SELF_JUDGED, SELF_JUDGED_NUDGED, STARVES_ONCE,
 };
 use crate::platform::loom::faults::*;
 use crate::platform::loom::wakes::{FIFO, ONE_PASS};
-use crate::platform::loom::{Loom, LoomState, ModelDeadline};
+use crate::platform::loom::{Loom, LoomState, ModelDeadline, blocked_waiters};
 use crate::platform::{EVENTS, Event, Parker, Platform, StateWord};
 
 /// The platforms the models run on: [`Loom`] with no spurious futex returns,
@@ -51,6 +51,9 @@ type OldestStarvesFirstPauses<const F: u8 = NO_FAULT> =
     Loom<F, 0, FIFO, OLDEST_STARVES_FIRST_PAUSES>;
 /// Sleepers judge themselves, at their starvation deadline.
 type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED>;
+/// Sleepers judge themselves, and starving unlocks nudge a sleeping bottom
+/// sleeper instead of handing it the lock.
+type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_NUDGED>;
 /// Only the waiter whose starvation clock started first starves.
 type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE>;
 /// No fault, and the first `N` futex waits of an execution that would block
@@ -1621,6 +1624,151 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
         let before_a = order.find('1').expect("a took the lock");
         assert_eq!(before_a, 0, "a starving sleeper was overtaken {before_a} times: order {order}");
     })
+}
+
+/// Sleeper `a` marks itself starving while the main thread holds the lock,
+/// then sleeps again (untimed). The main thread unlocks once `a` is asleep
+/// (with `asleep`; else at any point after the mark): a starving unlock
+/// that finds it asleep nudges it and releases the lock, and `a`, once it
+/// runs, marks itself anew, which hands it the lock when nobody else takes
+/// it. With `barge`, a third thread (digit 9) may take the lock first, and
+/// its unlock finds `a` nudged and not yet running (it releases again),
+/// running (it hands over) or asleep again after its nudge (it hands over
+/// to the sleeper). `a` must get the lock in every execution, and the word
+/// end clear.
+fn nudged_mark<const F: u8>(asleep: bool, barge: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<Nudging<F>>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(1);
+        })];
+        // Until `a` has marked itself and given the stack back, and, with
+        // `asleep`, sleeps again.
+        while marks.load(Relaxed) < 1
+            || g.word() & STACK_LOCKED != 0
+            || (asleep && blocked_waiters() == 0)
+        {
+            thread::yield_now();
+        }
+        if barge {
+            handles.push(thread::spawn(move || g.turn(9)));
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string();
+        assert!(order.contains('1'), "the marked sleeper never held the lock: order {order}");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+    })
+}
+
+#[test]
+fn a_starving_unlock_nudges_a_sleeping_mark_which_takes_the_lock() {
+    let seen = nudged_mark::<NO_FAULT>(true, false, bound(3, 4));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::Rejoined) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_starving_unlock_hands_over_to_a_running_mark_or_nudges_a_sleeping_one() {
+    let seen = nudged_mark::<NO_FAULT>(false, false, bound(3, 4));
+    assert!(
+        seen.of(Event::Nudged) > 0 && seen.of(Event::HandOff) > seen.of(Event::Nudged),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_nudged_mark_gets_the_lock_after_a_barger() {
+    let seen = nudged_mark::<NO_FAULT>(true, true, bound(2, 3));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::NudgePending) > 0
+            && seen.of(Event::HandedWhileAwake) > 0,
+        "{seen:?}"
+    );
+}
+
+/// Sleepers `a` and `b` mark themselves in that order while the main
+/// thread holds the lock, and sleep again or are on their way to; with `barge`, a third
+/// thread (digit 9) arrives as the main thread unlocks. Every starving
+/// unlock and retake goes to the bottom sleeper, `a`: a nudge of it, a
+/// release while its nudge is pending, or a hand-off. So `b` comes after
+/// `a` whatever the barger does, and `b`, asleep, is nudged or handed the
+/// lock in its turn.
+fn nudged_marks_in_order<const F: u8>(barge: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<Nudging<F>>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(1);
+        })];
+        g.wait_for(|w| w & STARVING != 0);
+        handles.push(thread::spawn(move || {
+            allow_one_more_of_my_timeouts();
+            g.turn(2);
+        }));
+        // Until both have marked themselves and given the stack back.
+        while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
+            thread::yield_now();
+        }
+        if barge {
+            handles.push(thread::spawn(move || g.turn(9)));
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string().replace('9', "");
+        assert_eq!(order, "12", "marked sleepers served out of mark order");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+    })
+}
+
+#[test]
+fn nudged_marks_are_served_in_mark_order() {
+    let seen = nudged_marks_in_order::<NO_FAULT>(false, bound(1, 1));
+    assert!(seen.of(Event::Nudged) > 1 && seen.of(Event::Rejoined) > 1, "{seen:?}");
+}
+
+#[test]
+fn nudged_marks_are_served_in_mark_order_beside_a_barger() {
+    let seen = nudged_marks_in_order::<NO_FAULT>(true, bound(0, 1));
+    assert!(seen.of(Event::Nudged) > 1 && seen.of(Event::Rejoined) > 1, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "served out of mark order")]
+fn broken_later_mark_below_the_earlier_one_is_nudged_first() {
+    nudged_marks_in_order::<MARKED_BELOW_EARLIER_MARKS>(false, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudge_keeps_the_lock() {
+    nudged_mark::<NUDGE_KEEPS_LOCK>(true, false, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudge_releases_the_lock_without_waking_the_sleeper() {
+    nudged_mark::<NUDGE_WITHOUT_WAKE>(true, false, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudged_sleeper_sleeps_again_without_marking_itself() {
+    nudged_mark::<NUDGED_SLEEPS_AGAIN>(true, false, bound(0, 0));
 }
 
 #[test]

@@ -46,7 +46,9 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use crate::platform::{
+    Deadline, Event, Fault, NodeCell, Nudge, Parker, Platform, SpinPolicy, StateWord, Woke,
+};
 
 mod stack;
 mod wait;
@@ -196,6 +198,10 @@ pub(crate) struct Node<P: Platform> {
     /// slept in the OS, how long it took to run after the wake; the waiting
     /// policy learns from both ([`Platform::note_wake`]).
     woken_at: P::Cell<u64>,
+    /// Set by a stack owner that nudged this sleeper (see
+    /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
+    /// again.
+    nudged: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -212,6 +218,7 @@ impl<P: Platform> Node<P> {
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
             woken_at: NodeCell::new(0),
+            nudged: NodeCell::new(false),
             parker: Parker::new(),
         }
     }
