@@ -14,7 +14,8 @@
 //! waiter's right to spin: its holder alone clears it (taking the lock, or
 //! pushing itself). `STACK_LOCKED` gives one thread the right to remove
 //! nodes; pushes never need it. `STARVING` makes unlocks hand the lock
-//! over; `BACKLOG` makes unlocks wake even beside a spinner.
+//! over (or nudge a sleeping recipient); `BACKLOG` makes unlocks wake even
+//! beside a spinner.
 //!
 //! # The transitions
 //!
@@ -25,6 +26,9 @@
 //! unlock     CAS -LOCKED; +STACK_LOCKED if a wake is due                (this file)
 //! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
 //! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
+//! nudge      the oldest is asleep (its word says so): mark its word nudged,
+//!            CAS -LOCKED -STACK_LOCKED -STARVING, wake it; it stays linked,
+//!            and once it runs it starves again (below)             (wake.rs)
 //! starve     a sleeper past its deadline: CAS +STACK_LOCKED, move to the
 //!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
 //! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,

@@ -179,6 +179,17 @@ impl<P: Platform> Lock<P> {
             unsafe { P::Parker::unpark(&raw const (*woken).parker) };
             return;
         }
+        // SAFETY: we own the stack and it is not empty.
+        if P::NUDGE && unsafe { P::Parker::nudge_pending(&raw const (*find_tail(head(s))).parker) }
+        {
+            // The oldest sleeper was nudged and has not run yet: it marks
+            // itself anew once it runs, taking the stack and serving as we
+            // would, so the wake left to us is its (`hand_off_or_nudge`).
+            // Taking the lock back only to release it again would cost
+            // every unlock until then two more CASes.
+            P::record(Event::NudgePending);
+            return self.give_back(s);
+        }
         let top = head(s);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -276,8 +287,9 @@ impl<P: Platform> Lock<P> {
             }
         };
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
-        // The lock is the recipient's from now on, but it may not run for
-        // a scheduler slice while we hold a CPU: give ours up
+        // The lock is the recipient's from now on (or, after a nudge, the
+        // nudged thread is to mark itself anew), but it may not run for a
+        // scheduler slice while we hold a CPU: give ours up
         // (`arch::STARVING_HAND_OFF_YIELDS`).
         if unsafe { self.hand_off_or_nudge(s) } && P::yield_after_starving_hand_off() {
             P::record(Event::YieldedAfterHandOff);
@@ -288,7 +300,8 @@ impl<P: Platform> Lock<P> {
     /// Hands the lock to the oldest sleeper (`hand_off`) unless its thread
     /// is asleep in the OS: then nudges it instead (it runs again, its node
     /// still linked) and releases the lock, the stack and STARVING in one
-    /// CAS. Returns whether the lock was handed over.
+    /// CAS. Returns whether a sleeper was woken (handed the lock or
+    /// nudged), which its thread must now run to use.
     ///
     /// The bounded price of fairness. A hand-off to a sleeping thread keeps
     /// the lock held, by nobody who runs, for a whole wake-up: milliseconds
@@ -342,15 +355,33 @@ impl<P: Platform> Lock<P> {
             };
             if let Some(wake) = wake {
                 self.release_after_nudge(s);
-                if let Some(wake) = wake {
-                    P::Parker::wake_nudged(wake);
-                }
-                return false;
+                let Some(wake) = wake else { return false };
+                P::Parker::wake_nudged(wake);
+                return true;
             }
         }
         // SAFETY: forwarded from the caller.
         unsafe { self.hand_off(s) };
         true
+    }
+
+    /// Gives back the stack, taken as `s` (a recent value of the word),
+    /// keeping every other bit.
+    fn give_back(&self, mut s: *mut Node<P>) {
+        loop {
+            // Release: our walk's link edits, for the next stack owner.
+            // Failure Relaxed: only pushes and other bits changed; the retry
+            // keeps them, and reads no node.
+            match self.state.compare_exchange(
+                s,
+                s.map_addr(|a| a & !STACK_LOCKED),
+                Release,
+                Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
     }
 
     /// The release of `hand_off_or_nudge` when it did not hand over: LOCKED,
