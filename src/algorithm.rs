@@ -166,7 +166,8 @@
 //! if somebody took the lock first, it sets `STARVING` and that holder's
 //! unlock hands over.
 //!
-//! **Nudges: no hand-off to a sleeping thread, but once.** Each waiter's
+//! **Nudges: in starvation mode, no hand-off to a sleeping thread but
+//! once.** Each waiter's
 //! futex word says where it is: armed and running (polling its node, or
 //! on its way to sleep), asleep (the waiter sets this itself, with a CAS,
 //! just before the OS sleep), nudged, or woken. A hand-off to a thread
@@ -178,13 +179,16 @@
 //! asleep *nudges* it instead: one CAS moves its word from asleep to
 //! nudged, and the same CAS that gives the stack back releases the lock
 //! and clears `STARVING`; then a futex wake. The node stays linked, at the
-//! bottom. Until the nudged thread runs the lock is a plain one, and an
-//! unlock or retake that finds the nudge pending releases again. Once it
+//! bottom. Until the nudged thread has marked itself anew the lock is a
+//! plain one, and an unlock or retake that finds the nudge pending gives
+//! the stack back (and the lock, if it holds it) at once. Once it
 //! runs, the nudged thread moves its word back to running and marks itself
 //! anew: it takes `STACK_LOCKED`, sets `STARVING` and gives the stack back
 //! as a marking sleeper does, which hands the lock to the bottom sleeper
 //! (itself) if it is free; then it waits awake for its hand-off as after
-//! its first mark, and the unlock that finds it running hands it over. A
+//! its first mark, and the unlock that finds it not yet asleep again
+//! hands it over. (`unlock_fair` and `bump` hand the lock to the oldest
+//! sleeper whatever its state, as before.) A
 //! sleeper is nudged once per `lock` call: found asleep again after its
 //! nudge (its awake wait saw the lock held throughout, critical sections
 //! longer than that wait), it is handed the lock asleep. So the lock waits

@@ -113,8 +113,8 @@ pub struct Stats {
     /// Nudges: unlocks in starvation mode (or wakers taking the lock back
     /// for a starving sleeper) that found the oldest sleeper asleep in the
     /// OS and, instead of handing it the lock, woke it with its node still
-    /// on the stack and released the lock; it is handed the lock once it
-    /// runs. Not wakes: the sleeper's one wake is its hand-off.
+    /// on the stack and released the lock; once it runs it marks itself
+    /// anew and waits for a hand-off. Not counted as wakes.
     pub nudges: u64,
     /// Slow paths of `try_lock_for` and `try_lock_until` that returned
     /// without the lock because the deadline passed.

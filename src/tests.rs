@@ -2002,11 +2002,6 @@ impl<K: Parker> Parker for Dawdle<K> {
         unsafe { K::nudge(&raw const (*this).0) }
     }
 
-    unsafe fn nudge_pending(this: *const Self) -> bool {
-        // SAFETY: as in `unpark`.
-        unsafe { K::nudge_pending(&raw const (*this).0) }
-    }
-
     fn wake_nudged(wake: K::Wake) {
         K::wake_nudged(wake);
     }

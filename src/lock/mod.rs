@@ -206,6 +206,10 @@ pub(crate) struct Node<P: Platform> {
     /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
     /// again.
     nudged: P::Cell<bool>,
+    /// Set by the thread itself, owning the stack, when it marked itself
+    /// anew after its nudge (`Lock::starve`). Until then a nudged sleeper
+    /// is on its way to do so, running or not, and is not handed the lock.
+    renewed: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -223,6 +227,7 @@ impl<P: Platform> Node<P> {
             starved: NodeCell::new(false),
             woken_at: NodeCell::new(0),
             nudged: NodeCell::new(false),
+            renewed: NodeCell::new(false),
             parker: Parker::new(),
         }
     }

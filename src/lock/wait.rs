@@ -367,6 +367,7 @@ impl<P: Platform> Lock<P> {
                     }
                 }
             };
+            let nudged = woke == Woke::Nudged;
             match woke {
                 Woke::Unparked => return true,
                 Woke::TimedOut if !starving => return false,
@@ -382,11 +383,16 @@ impl<P: Platform> Lock<P> {
                 }
             }
             // SAFETY: our node is (or was) on this lock's stack.
-            if !unsafe { self.starve(me) } {
-                // Popped before we took the stack: the popper's wake store
-                // is on its way, and our node must live until it lands. We
-                // keep the deadline (see above); we are not marked, unless a
-                // nudge brought us here.
+            if !unsafe { self.starve(me, nudged) } {
+                // Popped before we took the stack (after a nudge, only a
+                // fair unlock's hand-off does that): the popper's wake store
+                // is on its way, and our node must live until it lands.
+                if nudged {
+                    P::record(Event::PoppedAfterNudge);
+                    await_popped_wake(node);
+                    return true;
+                }
+                // We keep the deadline (see above); we are not marked.
                 P::record(Event::PoppedWhileStarving);
                 *popped = true;
                 if P::FAULT == Fault::PoppedStarverKeepsNoDeadline {
@@ -421,11 +427,16 @@ impl<P: Platform> Lock<P> {
     /// wakes to us, and if the lock is free by then we hand it over
     /// ourselves, to the bottom sleeper (maybe us).
     ///
+    /// After a nudge (`nudged`), the same marks us anew: the node records
+    /// it (`Node::renewed`), and from then on a stack owner may hand us the
+    /// lock. We were the oldest sleeper when nudged; if we had marked
+    /// ourselves, we still are the bottom one.
+    ///
     /// # Safety
     /// `me` is the caller's node, pushed onto this lock's stack since it was
     /// last popped.
     #[cold]
-    pub(super) unsafe fn starve(&self, me: *mut Node<P>) -> bool {
+    pub(super) unsafe fn starve(&self, me: *mut Node<P>, nudged: bool) -> bool {
         let mut s = self.take_stack();
         // SAFETY: only we write `starved`.
         let marked = unsafe { (*me).starved.get() };
@@ -445,6 +456,11 @@ impl<P: Platform> Lock<P> {
             unsafe { self.move_to_bottom(&mut s, me) }
         };
         if linked {
+            if nudged && P::FAULT != Fault::NudgedMarksWithoutRenewal {
+                // SAFETY: we own the stack and our node is linked: stack
+                // owners read `renewed`, and none runs while we own it.
+                unsafe { (*me).renewed.set(true) };
+            }
             if !marked {
                 P::record(Event::Starved);
             }

@@ -180,10 +180,9 @@ impl<P: Platform> Lock<P> {
             return;
         }
         // SAFETY: we own the stack and it is not empty.
-        if P::NUDGE && unsafe { P::Parker::nudge_pending(&raw const (*find_tail(head(s))).parker) }
-        {
-            // The oldest sleeper was nudged and has not run yet: it marks
-            // itself anew once it runs, taking the stack and serving as we
+        if P::NUDGE && unsafe { nudge_pending(find_tail(head(s))) } {
+            // The oldest sleeper was nudged and has not marked itself anew
+            // yet: it does once it runs, taking the stack and serving as we
             // would, so the wake left to us is its (`hand_off_or_nudge`).
             // Taking the lock back only to release it again would cost
             // every unlock until then two more CASes.
@@ -310,16 +309,17 @@ impl<P: Platform> Lock<P> {
     /// Mops/s at 128 threads on 16 CPUs, against 30 at 64). A nudged
     /// thread, once it runs, marks itself anew (`Lock::sleep`): that sets
     /// STARVING again and, if the lock is free, hands it to the bottom
-    /// sleeper (itself, unless an older one is asleep: then that one is
-    /// nudged); then it waits awake for its hand-off, and the unlock that
-    /// finds it running hands it over. Until it runs the lock is anybody's:
-    /// an unlock that finds the nudge pending releases it again. So the lock
-    /// never waits for a wake-up of a sleeper nudged once; one found asleep
-    /// again after its nudge (its awake wait saw the lock held throughout:
-    /// critical sections longer than that wait) is handed the lock asleep,
-    /// once per `lock` call, which keeps the bound on waiting: a marked
-    /// sleeper waits for at most one nudge and two wake-ups more than
-    /// before.
+    /// sleeper (itself if it had marked itself; a sleeper judged by age
+    /// that marks itself now moves above the earlier marks); then it waits
+    /// awake for its hand-off, and the unlock that finds it not yet asleep
+    /// hands it over. Until it has marked itself anew the lock is
+    /// anybody's: an unlock that finds the nudge pending releases it again
+    /// (`nudge_pending`). So the lock does not wait for the wake-up a nudge
+    /// causes; a sleeper found asleep again after its nudge (its awake wait
+    /// saw the lock held throughout: critical sections longer than that
+    /// wait) is handed the lock asleep, once per `lock` call. The bound on
+    /// waiting keeps its order and, per turn of a marked sleeper ahead,
+    /// adds at most one nudged wake-up and one awake wait.
     ///
     /// # Safety
     /// As for `hand_off`.
@@ -329,13 +329,16 @@ impl<P: Platform> Lock<P> {
             // linked (their threads waiting) while we own it.
             let (oldest, nudge) = unsafe {
                 let oldest = find_tail(head(s));
-                let parker = &raw const (*oldest).parker;
-                let nudge = if !(*oldest).nudged.get() {
-                    P::Parker::nudge(parker)
-                } else if P::Parker::nudge_pending(parker) {
+                let nudge = if !(*oldest).nudged.get()
+                    || (P::FAULT == Fault::NudgesAgain && !nudge_pending(oldest))
+                {
+                    P::Parker::nudge(&raw const (*oldest).parker)
+                } else if nudge_pending(oldest) {
                     Nudge::Pending
                 } else {
-                    // Asleep again after its nudge, or running: hand over.
+                    // Marked anew after its nudge: running (its awake
+                    // wait), or asleep again, the one hand-off to a
+                    // sleeper that the bound allows.
                     Nudge::Running
                 };
                 (oldest, nudge)
@@ -631,6 +634,20 @@ pub(super) unsafe fn oldest<P: Platform>(top: *mut Node<P>, broken: Fault) -> *m
     // SAFETY: forwarded from the caller.
     let tail = unsafe { find_tail(top) };
     if P::FAULT == broken { top } else { tail }
+}
+
+/// Whether `node` was nudged and has not marked itself anew yet: its
+/// thread has not run since (its word says nudged), or it runs on its way
+/// to take the stack and mark itself, which serves the lock then. Such a
+/// thread is not handed the lock: having left its word's nudged state, it
+/// may still be off the CPU, e.g. backing off while it waits for the stack.
+///
+/// # Safety
+/// The caller owns the stack and `node` is linked.
+#[inline(always)]
+pub(super) unsafe fn nudge_pending<P: Platform>(node: *mut Node<P>) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).nudged.get() && !(*node).renewed.get() }
 }
 
 /// Whether `node` starves: it marked itself so when its timed sleep ran

@@ -8,7 +8,8 @@ use super::{Nudge, Parker, Woke};
 
 /// Woken: `unpark` was called.
 const AWAKE: u32 = 0;
-/// Armed, its thread running: polling its node or on its way to sleep.
+/// Armed, its thread not committed to a sleep: polling its node, on its
+/// way to sleep, or back from a nudge or a timeout.
 const PARKED: u32 = 1;
 /// Its thread is asleep in the kernel, or committed to it.
 const SLEEPING: u32 = 2;
@@ -195,11 +196,6 @@ impl Parker for FutexParker {
             Err(NUDGED) => Nudge::Pending,
             Err(_) => Nudge::Running,
         }
-    }
-
-    unsafe fn nudge_pending(this: *const Self) -> bool {
-        // SAFETY: as in `nudge`.
-        unsafe { (*this).word.load(Relaxed) == NUDGED }
     }
 
     fn wake_nudged(word: *const AtomicU32) {

@@ -104,6 +104,8 @@ fault_names! {
     NUDGE_KEEPS_LOCK: NudgeKeepsLock,
     NUDGE_WITHOUT_WAKE: NudgeWithoutWake,
     NUDGED_SLEEPS_AGAIN: NudgedSleepsAgain,
+    NUDGES_AGAIN: NudgesAgain,
+    NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
 }
 
 /// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).
@@ -145,6 +147,9 @@ pub(crate) mod fair {
     /// ([`Platform::NUDGE`](super::Platform::NUDGE)); the other rules
     /// always hand over, as the bound they are checked against counts.
     pub(crate) const SELF_JUDGED_NUDGED: u8 = 7;
+    /// As [`BY_AGE`], with nudges as in [`SELF_JUDGED_NUDGED`]: the oldest
+    /// sleeper, nudged, has not marked itself.
+    pub(crate) const BY_AGE_NUDGED: u8 = 8;
 
     /// Whether sleepers judge themselves under rule `fair`.
     pub(crate) const fn self_judged(fair: u8) -> bool {
@@ -173,7 +178,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;
     const ABORT_ON_UNWIND: bool = false;
-    const NUDGE: bool = FAIR == fair::SELF_JUDGED_NUDGED;
+    const NUDGE: bool = FAIR == fair::SELF_JUDGED_NUDGED || FAIR == fair::BY_AGE_NUDGED;
 
     fn broken(what: &str) -> ! {
         panic!("{what}")
@@ -441,11 +446,6 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
             Err(NUDGED) => Nudge::Pending,
             Err(_) => Nudge::Running,
         }
-    }
-
-    unsafe fn nudge_pending(this: *const Self) -> bool {
-        // SAFETY: as in `nudge`.
-        unsafe { (*this).word.load(Ordering::Relaxed) == NUDGED }
     }
 
     fn wake_nudged(addr: usize) {

@@ -177,6 +177,12 @@ pub(crate) enum Fault {
     /// A nudged sleeper sleeps again without marking itself anew, so nobody
     /// sets STARVING or takes the lock that the nudge released.
     NudgedSleepsAgain,
+    /// A sleeper found asleep again after its nudge is nudged again instead
+    /// of handed the lock: nothing bounds how often.
+    NudgesAgain,
+    /// A nudged sleeper marks itself anew without recording it
+    /// (`Node::renewed`), so stack owners keep taking its nudge for pending.
+    NudgedMarksWithoutRenewal,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
@@ -233,8 +239,8 @@ pub(crate) enum Woke {
 
 /// What [`Parker::nudge`] found.
 pub(crate) enum Nudge<W> {
-    /// The thread is not asleep in the OS: it is running (polling its node,
-    /// or on its way to sleep), so a hand-off reaches a running thread.
+    /// The thread has not committed to an OS sleep: it is running (polling
+    /// its node, or on its way to sleep), or was preempted on the way.
     Running,
     /// The thread was asleep and is nudged now; `W` is the wake still owed
     /// ([`Parker::wake_nudged`], made once the caller is done with the
@@ -293,11 +299,6 @@ pub(crate) trait Parker {
     /// # Safety
     /// `this` is the parker of a linked node, and the caller owns the stack.
     unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake>;
-    /// Whether the thread parked on `this` was nudged and has not run since.
-    ///
-    /// # Safety
-    /// As for [`Parker::nudge`].
-    unsafe fn nudge_pending(this: *const Self) -> bool;
     /// Makes the wake a nudge owes. Touches no node: the nudged thread may
     /// have run, taken the lock and returned meanwhile.
     fn wake_nudged(wake: Self::Wake);
@@ -625,6 +626,9 @@ pub(crate) enum Event {
     NudgePending,
     /// A nudged sleeper ran and marked itself anew.
     Rejoined,
+    /// A nudged sleeper ran and found itself popped before it could mark
+    /// itself anew (it takes the wake on its way).
+    PoppedAfterNudge,
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,

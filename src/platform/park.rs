@@ -144,11 +144,6 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         }
     }
 
-    unsafe fn nudge_pending(this: *const Self) -> bool {
-        // SAFETY: as in `nudge`.
-        unsafe { (*this).word.load(Relaxed) == NUDGED }
-    }
-
     fn wake_nudged(thread: Thread) {
         thread.unpark();
     }
