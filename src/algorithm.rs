@@ -168,9 +168,9 @@
 //!
 //! **Nudges: in starvation mode, no hand-off to a sleeping thread but
 //! once.** Each waiter's
-//! futex word says where it is: armed and running (polling its node, or
-//! on its way to sleep), asleep (the waiter sets this itself, with a CAS,
-//! just before the OS sleep), nudged, or woken. A hand-off to a thread
+//! futex word says where it is: armed and not committed to a sleep
+//! (polling its node, or on its way to sleep), asleep (the waiter sets
+//! this itself, with a CAS, just before the OS sleep), nudged, or woken. A hand-off to a thread
 //! asleep in the OS keeps the lock held by nobody who runs for a whole
 //! wake-up, milliseconds when every CPU is busy, while more sleepers pass
 //! their threshold: starvation mode fed itself, a convoy (128 threads on 16
@@ -192,9 +192,9 @@
 //! sleeper is nudged once per `lock` call: found asleep again after its
 //! nudge (its awake wait saw the lock held throughout, critical sections
 //! longer than that wait), it is handed the lock asleep. So the lock waits
-//! for at most one wake-up per marked sleeper that holds it longer than
-//! its awake wait, and where the convoy formed (short critical sections,
-//! every CPU busy) it waits for none.
+//! for a sleeper's wake-up at most once per `lock` call, and only after
+//! that sleeper's awake wait saw the lock held throughout; where the convoy
+//! formed (short critical sections, every CPU busy) it waits for none.
 //!
 //! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
 //! marks itself starving as soon as it runs: at its timer wake, or at its
@@ -223,9 +223,10 @@
 //! owner or recipient off the CPU. The price of a hand-off to a running
 //! thread is that the lock stays held while the recipient sees its word;
 //! to a sleeping one (after its nudge), a wake-up. An unlock in starvation
-//! mode yields its CPU right after its hand-off, as Go's `sync.Mutex`
-//! does: with more threads than CPUs the recipient may otherwise wait for
-//! a scheduler slice (not the hand-offs of `unlock_fair` or of a stack
+//! mode yields its CPU right after its hand-off or nudge, as Go's
+//! `sync.Mutex` does after a hand-off: with more threads than CPUs the
+//! recipient (or the nudged thread) may otherwise wait for a scheduler
+//! slice (not the hand-offs of `unlock_fair` or of a stack
 //! owner's retake, where it measured no gain).
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
