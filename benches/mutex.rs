@@ -165,7 +165,8 @@
 //!   counters of `spinbit::stats`, reset before and read after every window
 //!   of spinbit and of its ablations, one object per window in the order
 //!   they ran (`slow_paths`, `spins`, `spins_won`, `sleeps`, `wakes`,
-//!   `hand_offs`, `starved`, `timeouts`, `wait_total_ns`, `wait_max_ns`);
+//!   `hand_offs`, `starved`, `nudges`, `timeouts`, `wait_total_ns`, `wait_max_ns`,
+//!   and the wake counters that follow them);
 //!   the console line prints the window of median throughput's. `null`
 //!   for the other locks and without the feature (meta: `stats_feature`).
 //!   The counters cost slow paths a few shared atomic additions, so compare
@@ -2276,7 +2277,7 @@ fn policy_counters() -> Option<String> {
         Some(format!(
             concat!(
                 "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
-                "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"timeouts\":{},",
+                "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"nudges\":{},\"timeouts\":{},",
                 "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
                 "\"polled_wakes\":{},\"wakes_skipped\":{},\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
             ),
@@ -2287,6 +2288,7 @@ fn policy_counters() -> Option<String> {
             s.wakes,
             s.hand_offs,
             s.starved,
+            s.nudges,
             s.timeouts,
             s.wait_total.as_nanos(),
             s.wait_max.as_nanos(),

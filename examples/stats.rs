@@ -86,6 +86,7 @@ fn print(s: &Stats) {
     }
     println!("wake-run max   {:>10.2?}", s.wake_latency_max);
     println!("starved        {:>10}", s.starved);
+    println!("nudges         {:>10}", s.nudges);
     println!("timeouts       {:>10}", s.timeouts);
     println!("wait total     {:>10.2?}", s.wait_total);
     println!("wait mean      {:>10.2?}", mean);

@@ -20,7 +20,7 @@
 //! | 0 | `LOCKED` | the mutex is held |
 //! | 1 | `SPINNING` | one waiter has the right to spin; other waiters sleep |
 //! | 2 | `STACK_LOCKED` | one thread owns the waiter stack; only it removes nodes |
-//! | 3 | `STARVING` | starvation mode: every unlock hands the lock to the oldest sleeper |
+//! | 3 | `STARVING` | starvation mode: every unlock hands the lock to the oldest sleeper (or, if it is asleep, nudges it once) |
 //! | 4 | `BACKLOG` | more than 4 sleepers per CPU: unlocks wake one even beside a spinner |
 //! | 5.. | head | the top of the stack of sleeping waiters, or null |
 //!
@@ -150,30 +150,69 @@
 //! longer threshold (4 ms) as starving.
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
-//! oldest sleeper: it takes `STACK_LOCKED` while still holding `LOCKED`,
-//! unlinks the oldest node, marks it as owning the lock, releases the stack
-//! with `LOCKED` still set and wakes it; the woken thread returns from `lock`
-//! without touching the word. `LOCKED` is never clear in between, so no
-//! barging `fetch_or`, spinner or newcomer can take the lock first. An
-//! unlock that finds the stack owned by another thread (a sleeper marking
-//! itself, a timed waiter leaving, a waker) waits for that owner with
-//! `LOCKED` still set: stack owners never wait for the lock and give the
-//! stack back after a bounded number of steps. The
-//! hand-off judges the next oldest sleeper and leaves `STARVING` set only if
-//! it starves too; once nobody starves, the spin bit's normal behaviour
-//! resumes. A waker that finds the oldest sleeper starving while the lock is
-//! free takes `LOCKED` back and hands it over; if somebody took the lock
-//! first, it sets `STARVING` and that holder's unlock hands over.
+//! oldest sleeper if that sleeper's thread is running: it takes
+//! `STACK_LOCKED` while still holding `LOCKED`, unlinks the oldest node,
+//! marks it as owning the lock, releases the stack with `LOCKED` still set
+//! and wakes it; the woken thread returns from `lock` without touching the
+//! word. `LOCKED` is never clear in between, so no barging `fetch_or`,
+//! spinner or newcomer can take the lock first. An unlock that finds the
+//! stack owned by another thread (a sleeper marking itself, a timed waiter
+//! leaving, a waker) waits for that owner with `LOCKED` still set: stack
+//! owners never wait for the lock and give the stack back after a bounded
+//! number of steps. The hand-off judges the next oldest sleeper and leaves
+//! `STARVING` set only if it starves too; once nobody starves, the spin
+//! bit's normal behaviour resumes. A waker that finds the oldest sleeper
+//! starving while the lock is free takes `LOCKED` back and hands it over;
+//! if somebody took the lock first, it sets `STARVING` and that holder's
+//! unlock hands over.
+//!
+//! **Nudges: in starvation mode, no hand-off to a sleeping thread but
+//! once.** Each waiter's
+//! futex word says where it is: armed and not committed to a sleep
+//! (polling its node, or on its way to sleep), asleep (the waiter sets
+//! this itself, with a CAS, just before the OS sleep), nudged, or woken. A hand-off to a thread
+//! asleep in the OS keeps the lock held by nobody who runs for a whole
+//! wake-up, milliseconds when every CPU is busy, while more sleepers pass
+//! their threshold: starvation mode fed itself, a convoy (128 threads on 16
+//! CPUs fell to 2.5-2.9 Mops/s, against 30 at 64). So an unlock in
+//! starvation mode (or a waker's retake) that finds the oldest sleeper
+//! asleep *nudges* it instead: one CAS moves its word from asleep to
+//! nudged, and the same CAS that gives the stack back releases the lock
+//! and clears `STARVING`; then a futex wake. The node stays linked, at the
+//! bottom. Until the nudged thread has marked itself anew the lock is a
+//! plain one, and an unlock or retake that finds the nudge pending gives
+//! the stack back (and the lock, if it holds it) at once. Once it
+//! runs, the nudged thread moves its word back to running and marks itself
+//! anew: it takes `STACK_LOCKED`, sets `STARVING` and gives the stack back
+//! as a marking sleeper does, which hands the lock to the bottom sleeper
+//! (itself) if it is free; then it waits awake for its hand-off as after
+//! its first mark, and the unlock that finds it not yet asleep again
+//! hands it over. (`unlock_fair` and `bump` hand the lock to the oldest
+//! sleeper whatever its state, as before.) A
+//! sleeper is nudged once per `lock` call: found asleep again after its
+//! nudge (its awake wait saw the lock held throughout, critical sections
+//! longer than that wait), it is handed the lock asleep. So the lock waits
+//! for a sleeper's wake-up at most once per `lock` call, and only after
+//! that sleeper's awake wait saw the lock held throughout; where the convoy
+//! formed (short critical sections, every CPU busy) it waits for none.
 //!
 //! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
 //! marks itself starving as soon as it runs: at its timer wake, or at its
 //! next sleep after a wake (a wake that pops it first gives it the lock or
-//! another sleep past the deadline). From then on it waits for at most `m + 1`
-//! critical sections, where `m` is the number of sleepers that marked
-//! themselves before it (they are the only ones below it): each hand-off
+//! another sleep past the deadline). From then on the unlocks serve the
+//! marked sleepers bottom up and ours is never passed over: each hand-off
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up
-//! is marked, so the hand-offs serve the marked sleepers bottom up, one
-//! critical section each, and ours is never passed over. The first of them
+//! is marked, and each nudge goes to the bottom sleeper, which stays at
+//! the bottom until it is handed the lock (later marks move above the
+//! earlier ones). With `m` sleepers marked before it, it waits for at most
+//! `m + 1` turns, each of which is a critical section handed over, or a
+//! nudge: then other threads may hold the lock while the nudged thread
+//! wakes up and marks itself anew (one wake-up), and then it is handed the
+//! lock at the next unlock, asleep at worst after one more wake-up. So the
+//! bound counts `m + 1` critical sections plus, per nudged sleeper, the
+//! critical sections of one wake-up and an awake wait (the models check
+//! the order; the count of critical sections holds where no sleeper is
+//! found asleep, and the models of it run without nudges). The first turn
 //! comes at the current holder's unlock, except when that unlock read the
 //! word just before `STARVING` was set; then that unlock takes the lock back
 //! for the bottom sleeper, or the one thread that took the lock first hands
@@ -181,14 +220,14 @@
 //! unlock sees it). Each of these steps needs only the holder to run, and
 //! at most a bounded number of steps of a thread that owns the stack; what
 //! the bound cannot include is time the OS keeps a runnable holder, stack
-//! owner or recipient off the CPU. The price of a hand-off is that the lock stays
-//! held while the recipient wakes and waits for a CPU; that is why it is
-//! kept for starving waiters and for explicit fair unlocks. To shorten that
-//! wait, an unlock in starvation mode yields its CPU right after its
-//! hand-off, as Go's `sync.Mutex` does: with more threads than CPUs the
-//! recipient may otherwise wait for a scheduler slice (not the hand-offs
-//! of `unlock_fair` or of a stack owner's retake, where it measured no
-//! gain).
+//! owner or recipient off the CPU. The price of a hand-off to a running
+//! thread is that the lock stays held while the recipient sees its word;
+//! to a sleeping one (after its nudge), a wake-up. An unlock in starvation
+//! mode yields its CPU right after its hand-off or nudge, as Go's
+//! `sync.Mutex` does after a hand-off: with more threads than CPUs the
+//! recipient (or the nudged thread) may otherwise wait for a scheduler
+//! slice (not the hand-offs of `unlock_fair` or of a stack
+//! owner's retake, where it measured no gain).
 //!
 //! **Fair unlocking** ([`lock_api::RawMutexFair`]): `MutexGuard::unlock_fair`
 //! hands the lock directly to the oldest sleeper if one exists (a waiter

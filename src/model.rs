@@ -24,12 +24,12 @@ use loom::thread;
 
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::fair::{
-    BY_AGE, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES, OLDEST_STARVES_FIRST_PAUSES,
-    SELF_JUDGED, STARVES_ONCE,
+    BY_AGE, BY_AGE_NUDGED, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES,
+    OLDEST_STARVES_FIRST_PAUSES, SELF_JUDGED, SELF_JUDGED_NUDGED, STARVES_ONCE,
 };
 use crate::platform::loom::faults::*;
 use crate::platform::loom::wakes::{FIFO, ONE_PASS};
-use crate::platform::loom::{Loom, LoomState, ModelDeadline};
+use crate::platform::loom::{Loom, LoomState, ModelDeadline, blocked_waiters};
 use crate::platform::{EVENTS, Event, Parker, Platform, StateWord};
 
 /// The platforms the models run on: [`Loom`] with no spurious futex returns,
@@ -51,6 +51,11 @@ type OldestStarvesFirstPauses<const F: u8 = NO_FAULT> =
     Loom<F, 0, FIFO, OLDEST_STARVES_FIRST_PAUSES>;
 /// Sleepers judge themselves, at their starvation deadline.
 type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED>;
+/// Sleepers judge themselves, and starving unlocks nudge a sleeping bottom
+/// sleeper instead of handing it the lock.
+type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_NUDGED>;
+/// `ByAge`, with nudges.
+type ByAgeNudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE_NUDGED>;
 /// Only the waiter whose starvation clock started first starves.
 type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE>;
 /// No fault, and the first `N` futex waits of an execution that would block
@@ -336,7 +341,7 @@ pub(crate) fn starving(rule: u8, since: u64) -> bool {
             }
             true
         }
-        BY_AGE => since == 1,
+        BY_AGE | BY_AGE_NUDGED => since == 1,
         _ => false,
     }
 }
@@ -1621,6 +1626,284 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
         let before_a = order.find('1').expect("a took the lock");
         assert_eq!(before_a, 0, "a starving sleeper was overtaken {before_a} times: order {order}");
     })
+}
+
+/// Sleeper `a` marks itself starving while the main thread holds the lock,
+/// then sleeps again (untimed). The main thread unlocks once `a` is asleep
+/// (with `asleep`; else at any point after the mark): a starving unlock
+/// that finds it asleep nudges it and releases the lock, and `a`, once it
+/// runs, marks itself anew, which hands it the lock when nobody else takes
+/// it. With `barge`, a third thread (digit 9) may take the lock first, and
+/// its unlock finds `a` nudged and not yet running (it releases again),
+/// running (it hands over) or asleep again after its nudge (it hands over
+/// to the sleeper). `a` must get the lock in every execution, and the word
+/// end clear.
+fn nudged_mark<const F: u8>(asleep: bool, barge: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let before = Seen::now();
+        let g = Guarded::<Nudging<F>>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(1);
+        })];
+        // Until `a` has marked itself and given the stack back, and, with
+        // `asleep`, sleeps again.
+        while marks.load(Relaxed) < 1
+            || g.word() & STACK_LOCKED != 0
+            || (asleep && blocked_waiters() == 0)
+        {
+            thread::yield_now();
+        }
+        if barge {
+            handles.push(thread::spawn(move || g.turn(9)));
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string();
+        assert!(order.contains('1'), "the marked sleeper never held the lock: order {order}");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+        let nudges = Seen::now().since(&before).of(Event::Nudged);
+        assert!(nudges <= 1, "a sleeper was nudged {nudges} times in one lock call");
+    })
+}
+
+#[test]
+fn a_starving_unlock_nudges_a_sleeping_mark_which_takes_the_lock() {
+    let seen = nudged_mark::<NO_FAULT>(true, false, bound(3, 4));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::Rejoined) > 0
+            && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_starving_unlock_hands_over_to_a_running_mark_or_nudges_a_sleeping_one() {
+    let seen = nudged_mark::<NO_FAULT>(false, false, bound(3, 4));
+    assert!(
+        seen.of(Event::Nudged) > 0 && seen.of(Event::HandOff) > seen.of(Event::Nudged),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_nudged_mark_gets_the_lock_after_a_barger() {
+    let seen = nudged_mark::<NO_FAULT>(true, true, bound(2, 3));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::NudgePending) > 0
+            && seen.of(Event::HandedWhileAwake) > 0,
+        "{seen:?}"
+    );
+}
+
+/// Sleepers `a` and `b` mark themselves in that order while the main
+/// thread holds the lock, and sleep again or are on their way to; with `barge`, a third
+/// thread (digit 9) arrives as the main thread unlocks. Every starving
+/// unlock and retake goes to the bottom sleeper, `a`: a nudge of it, a
+/// release while its nudge is pending, or a hand-off. So `b` comes after
+/// `a` whatever the barger does, and `b`, asleep, is nudged or handed the
+/// lock in its turn.
+fn nudged_marks_in_order<const F: u8>(barge: bool, bound: Bound) -> Seen {
+    explore(bound, move || {
+        let before = Seen::now();
+        let g = Guarded::<Nudging<F>>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(1);
+        })];
+        g.wait_for(|w| w & STARVING != 0);
+        handles.push(thread::spawn(move || {
+            allow_one_more_of_my_timeouts();
+            g.turn(2);
+        }));
+        // Until both have marked themselves and given the stack back.
+        while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
+            thread::yield_now();
+        }
+        if barge {
+            handles.push(thread::spawn(move || g.turn(9)));
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string().replace('9', "");
+        assert_eq!(order, "12", "marked sleepers served out of mark order");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+        let nudges = Seen::now().since(&before).of(Event::Nudged);
+        assert!(nudges <= 2, "two sleepers were nudged {nudges} times in one lock call each");
+        if nudges == 2 {
+            BOTH_NUDGED.set(true);
+        }
+    })
+}
+
+thread_local! {
+    /// Some execution of `nudged_marks_in_order` nudged both sleepers.
+    static BOTH_NUDGED: Cell<bool> = const { Cell::new(false) };
+}
+
+#[test]
+fn nudged_marks_are_served_in_mark_order() {
+    BOTH_NUDGED.set(false);
+    let seen = nudged_marks_in_order::<NO_FAULT>(false, bound(1, 1));
+    assert!(BOTH_NUDGED.get() && seen.of(Event::Rejoined) > 1, "{seen:?}");
+}
+
+#[test]
+fn nudged_marks_are_served_in_mark_order_beside_a_barger() {
+    let seen = nudged_marks_in_order::<NO_FAULT>(true, bound(0, 1));
+    assert!(seen.of(Event::Nudged) > 1 && seen.of(Event::Rejoined) > 1, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "served out of mark order")]
+fn broken_later_mark_below_the_earlier_one_is_nudged_first() {
+    nudged_marks_in_order::<MARKED_BELOW_EARLIER_MARKS>(false, bound(0, 0));
+}
+
+/// A timed sleeper marks itself starving and sleeps again until its own
+/// deadline; the holder's starving unlock may nudge it while that sleep
+/// times out (the parker's timeout racing the nudge), after which it marks
+/// itself anew, takes the lock or leaves at its deadline. The word must end
+/// clear.
+fn nudged_timed_mark(bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<Nudging>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        let done = flag();
+        g.lock.lock();
+        let h = thread::spawn(move || {
+            allow_my_timeouts(2, None);
+            if g.lock.try_lock() || g.lock.lock_until_slow(ModelDeadline::Timed) {
+                g.append_locked(1);
+                // SAFETY: locked just above.
+                unsafe { g.lock.unlock() };
+            }
+            done.store(true, Relaxed);
+        });
+        while (marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0) && !done.load(Relaxed) {
+            thread::yield_now();
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        h.join().unwrap();
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged timed sleeper");
+    })
+}
+
+#[test]
+fn a_timed_mark_nudged_at_its_deadline_takes_the_lock_or_leaves() {
+    let seen = nudged_timed_mark(bound(3, 3));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::Rejoined) > 0
+            && seen.of(Event::LeftStarving) > 0,
+        "{seen:?}"
+    );
+}
+
+/// A sleeper marks itself starving and sleeps again; the holder's starving
+/// unlock nudges it, and a third thread takes the lock and unlocks it with
+/// `unlock_fair`, which may pop the nudged sleeper before it runs: it then
+/// finds itself popped and takes the hand-off.
+fn fair_unlock_pops_a_nudged_mark(bound: Bound) -> Seen {
+    explore(bound, move || {
+        let g = Guarded::<Nudging>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let mut handles = vec![thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(1);
+        })];
+        while marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0 || blocked_waiters() == 0 {
+            thread::yield_now();
+        }
+        handles.push(thread::spawn(move || {
+            g.lock.lock();
+            g.append_locked(9);
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock_fair() };
+        }));
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let order = g.value().to_string();
+        assert!(order.contains('1'), "the marked sleeper never held the lock: order {order}");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+    })
+}
+
+#[test]
+fn a_fair_unlock_pops_a_nudged_mark() {
+    let seen = fair_unlock_pops_a_nudged_mark(bound(2, 2));
+    assert!(seen.of(Event::Nudged) > 0 && seen.of(Event::PoppedAfterNudge) > 0, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "nudged 2 times in one lock call")]
+fn broken_sleeper_asleep_again_after_its_nudge_is_nudged_again() {
+    nudged_mark::<NUDGES_AGAIN>(true, true, bound(2, 2));
+}
+
+/// Two sleepers by age (the older starves, judged by age: it has not
+/// marked itself), and the main thread unlocks: its wake takes the lock
+/// back for the oldest and finds it asleep, nudges it and releases the
+/// lock; the nudged sleeper marks itself now and takes the free lock, and
+/// its unlock wakes the other.
+fn nudged_by_age<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<ByAgeNudged<F>>::new();
+        let sleepers = g.lock_with_two_sleepers(None);
+        // SAFETY: locked in `lock_with_two_sleepers`.
+        unsafe { g.lock.unlock() };
+        sleepers.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(g.value(), 12, "the oldest sleeper was overtaken");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+    })
+}
+
+#[test]
+fn a_nudged_sleeper_judged_by_age_marks_itself_and_takes_the_lock() {
+    let seen = nudged_by_age::<NO_FAULT>(bound(2, 3));
+    assert!(
+        seen.of(Event::Nudged) > 0 && seen.of(Event::Rejoined) > 0 && seen.of(Event::Starved) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudged_sleeper_marks_itself_without_recording_it() {
+    nudged_by_age::<NUDGED_MARKS_WITHOUT_RENEWAL>(bound(1, 1));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudge_keeps_the_lock() {
+    nudged_mark::<NUDGE_KEEPS_LOCK>(true, false, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudge_releases_the_lock_without_waking_the_sleeper() {
+    nudged_mark::<NUDGE_WITHOUT_WAKE>(true, false, bound(0, 0));
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_nudged_sleeper_sleeps_again_without_marking_itself() {
+    nudged_mark::<NUDGED_SLEEPS_AGAIN>(true, false, bound(0, 0));
 }
 
 #[test]

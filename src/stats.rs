@@ -110,6 +110,12 @@ pub struct Stats {
     /// and marked themselves starving, so that unlocks hand the lock to
     /// them.
     pub starved: u64,
+    /// Nudges: unlocks in starvation mode (or wakers taking the lock back
+    /// for a starving sleeper) that found the oldest sleeper asleep in the
+    /// OS and, instead of handing it the lock, woke it with its node still
+    /// on the stack and released the lock; once it runs it marks itself
+    /// anew and waits for a hand-off. Not counted as wakes.
+    pub nudges: u64,
     /// Slow paths of `try_lock_for` and `try_lock_until` that returned
     /// without the lock because the deadline passed.
     pub timeouts: u64,
@@ -275,6 +281,7 @@ static SLEEPS: Counter = Counter::new();
 static WAKES: Counter = Counter::new();
 static HAND_OFFS: Counter = Counter::new();
 static STARVED: Counter = Counter::new();
+static NUDGES: Counter = Counter::new();
 static TIMEOUTS: Counter = Counter::new();
 /// In ticks of `arch::ticks`, converted when read.
 static WAIT_TOTAL: Counter = Counter::new();
@@ -378,6 +385,7 @@ pub(crate) fn record(event: Event) {
             HAND_OFFS.add(1);
         }
         Event::Starved => STARVED.add(1),
+        Event::Nudged => NUDGES.add(1),
         Event::WokePastSpinner => WAKES_PAST_SPINNER.add(1),
         Event::WokenWhilePolling => POLLED_WAKES.add(1),
         Event::WakeSkippedForSpinner => WAKES_SKIPPED.add(1),
@@ -445,6 +453,7 @@ pub fn snapshot() -> Stats {
         wakes: WAKES.get(),
         hand_offs: HAND_OFFS.get(),
         starved: STARVED.get(),
+        nudges: NUDGES.get(),
         timeouts: TIMEOUTS.get(),
         wakes_past_spinner: WAKES_PAST_SPINNER.get(),
         polled_wakes: POLLED_WAKES.get(),
@@ -469,6 +478,7 @@ pub fn reset() {
         &WAKES,
         &HAND_OFFS,
         &STARVED,
+        &NUDGES,
         &TIMEOUTS,
         &WAIT_TOTAL,
         &WAIT_MAX,

@@ -17,7 +17,7 @@ use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{AllSpin, Native, NativeWith, NoSpin, OsParker, SpinOne, Variant};
 use crate::platform::park::ThreadParker;
-use crate::platform::{Event, Parker, Platform};
+use crate::platform::{Event, Nudge, Parker, Platform, Woke};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -917,6 +917,8 @@ fn starved_shortfall(e: &Events) -> Vec<&'static str> {
             (Event::YieldedAfterHandOff, "YieldedAfterHandOff", MIN_EVENTS / 10),
             (Event::HandedWhileAwake, "HandedWhileAwake", MIN_EVENTS / 20),
             (Event::AwakeWaitRanOut, "AwakeWaitRanOut", MIN_EVENTS / 10),
+            (Event::Nudged, "Nudged", MIN_EVENTS / 10),
+            (Event::Rejoined, "Rejoined", MIN_EVENTS / 10),
         ],
     )
 }
@@ -1106,6 +1108,8 @@ fn an_uncontended_run_fails_the_starvation_check() {
             "YieldedAfterHandOff",
             "HandedWhileAwake",
             "AwakeWaitRanOut",
+            "Nudged",
+            "Rejoined",
         ],
         "{events:?}"
     );
@@ -1965,8 +1969,8 @@ impl<K: Parker> Parker for Dawdle<K> {
         self.0.prepare();
     }
 
-    fn park(&self) {
-        self.0.park();
+    fn park(&self) -> Woke {
+        self.0.park()
     }
 
     type Deadline = K::Deadline;
@@ -1976,9 +1980,9 @@ impl<K: Parker> Parker for Dawdle<K> {
     fn unparked(&self) -> bool {
         self.0.unparked()
     }
-    fn park_until(&self, deadline: K::Deadline) -> bool {
+    fn park_until(&self, deadline: K::Deadline) -> Woke {
         let woken = self.0.park_until(deadline);
-        if !woken {
+        if woken == Woke::TimedOut {
             thread::yield_now();
             spin_for_ns(DAWDLE_RNG.with_borrow_mut(|r| r.below(20_000)));
         }
@@ -1989,6 +1993,17 @@ impl<K: Parker> Parker for Dawdle<K> {
         // SAFETY: forwarded from the caller; `Dawdle` is a transparent
         // wrapper, so the inner parker lives exactly as long as `this`.
         unsafe { K::unpark(&raw const (*this).0) }
+    }
+
+    type Wake = K::Wake;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<K::Wake> {
+        // SAFETY: as in `unpark`.
+        unsafe { K::nudge(&raw const (*this).0) }
+    }
+
+    fn wake_nudged(wake: K::Wake) {
+        K::wake_nudged(wake);
     }
 }
 
@@ -2247,7 +2262,11 @@ fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
                 p.prepare();
                 armed.send(()).unwrap();
                 if timed {
-                    assert!(p.park_until(Instant::now() + 10 * LIMIT), "timed out");
+                    assert_eq!(
+                        p.park_until(Instant::now() + 10 * LIMIT),
+                        Woke::Unparked,
+                        "timed out"
+                    );
                 } else {
                     p.park();
                 }

@@ -91,8 +91,9 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 /// Measurements: docs/benchmarks.md, "The constants".
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
-/// How long a sleeper that has just marked itself starving spins (spin
-/// hints, no yield) for its hand-off before it sleeps again. The holder's
+/// How long a sleeper that has just marked itself starving (or marked
+/// itself anew after a nudge) spins (spin hints, no yield) for its hand-off
+/// before it sleeps again. The holder's
 /// unlock hands it the lock, often within a critical section or two, and a
 /// recipient that is running spares the lock the wake latency; a yield could
 /// send it to the back of the run queue for milliseconds. 10 µs covers a few
@@ -162,11 +163,11 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 
 /// How many times an unlock in starvation mode yields its CPU right after
-/// it handed the lock to a sleeping thread (0 turns the rule off; see
-/// `Lock::unlock_starving`). The lock stays held until its recipient runs,
-/// and under oversubscription a woken thread can wait a whole scheduler slice
-/// for a CPU while the unlocker runs on; Go's `sync.Mutex` yields there too.
-/// Only 0 and 1 have been measured.
+/// it handed the lock to a sleeper or nudged one (0 turns the rule off; see
+/// `Lock::unlock_starving`). The recipient, or the nudged thread that is to
+/// mark itself anew, must run to go on, and under oversubscription a woken
+/// thread can wait a whole scheduler slice for a CPU while the unlocker runs
+/// on; Go's `sync.Mutex` yields there too. Only 0 and 1 have been measured.
 /// Measurements: docs/benchmarks.md, "The constants".
 pub(crate) const STARVING_HAND_OFF_YIELDS: u64 = 1;
 

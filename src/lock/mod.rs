@@ -14,7 +14,8 @@
 //! waiter's right to spin: its holder alone clears it (taking the lock, or
 //! pushing itself). `STACK_LOCKED` gives one thread the right to remove
 //! nodes; pushes never need it. `STARVING` makes unlocks hand the lock
-//! over; `BACKLOG` makes unlocks wake even beside a spinner.
+//! over (or nudge a sleeping recipient); `BACKLOG` makes unlocks wake even
+//! beside a spinner.
 //!
 //! # The transitions
 //!
@@ -25,6 +26,9 @@
 //! unlock     CAS -LOCKED; +STACK_LOCKED if a wake is due                (this file)
 //! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
 //! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
+//! nudge      the oldest is asleep (its word says so): mark its word nudged,
+//!            CAS -LOCKED -STACK_LOCKED -STARVING, wake it; it stays linked,
+//!            and once it runs it starves again (below)             (wake.rs)
 //! starve     a sleeper past its deadline: CAS +STACK_LOCKED, move to the
 //!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
 //! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,
@@ -46,7 +50,9 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use crate::platform::{
+    Deadline, Event, Fault, NodeCell, Nudge, Parker, Platform, SpinPolicy, StateWord, Woke,
+};
 
 mod stack;
 mod wait;
@@ -196,6 +202,14 @@ pub(crate) struct Node<P: Platform> {
     /// slept in the OS, how long it took to run after the wake; the waiting
     /// policy learns from both ([`Platform::note_wake`]).
     woken_at: P::Cell<u64>,
+    /// Set by a stack owner that nudged this sleeper (see
+    /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
+    /// again.
+    nudged: P::Cell<bool>,
+    /// Set by the thread itself, owning the stack, when it marked itself
+    /// anew after its nudge (`Lock::starve`). Until then a nudged sleeper
+    /// is on its way to do so, running or not, and is not handed the lock.
+    renewed: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -212,6 +226,8 @@ impl<P: Platform> Node<P> {
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
             woken_at: NodeCell::new(0),
+            nudged: NodeCell::new(false),
+            renewed: NodeCell::new(false),
             parker: Parker::new(),
         }
     }

@@ -3,6 +3,7 @@
 //! another spins, and otherwise sleeps on a node on its own stack; a sleep
 //! that reaches the starvation deadline marks the sleeper starving.
 
+use super::stack::tail_if_linked;
 use super::wake::*;
 use super::*;
 
@@ -251,7 +252,7 @@ impl<P: Platform> Lock<P> {
                     // between its pop and the wake), and our node must
                     // live until it lands.
                     P::record(Event::PoppedWhileLeaving);
-                    node.parker.park();
+                    await_popped_wake(node);
                     if P::FAULT == Fault::LeaveKeepsWake {
                         return Step::Done(false);
                     }
@@ -354,38 +355,50 @@ impl<P: Platform> Lock<P> {
             };
             // The earlier of the two deadlines, and whether it is the
             // starvation one.
-            let (until, starving) = match (deadline, starve_at) {
-                (None, None) => {
-                    node.parker.park();
-                    return true;
-                }
-                (Some(d), None) => (d, false),
-                (None, Some(t)) => (t, true),
+            let (woke, starving) = match (deadline, starve_at) {
+                (None, None) => (node.parker.park(), false),
+                (Some(d), None) => (node.parker.park_until(d), false),
+                (None, Some(t)) => (node.parker.park_until(t), true),
                 (Some(d), Some(t)) => {
                     if t < d {
-                        (t, true)
+                        (node.parker.park_until(t), true)
                     } else {
-                        (d, false)
+                        (node.parker.park_until(d), false)
                     }
                 }
             };
-            if node.parker.park_until(until) {
-                return true;
-            }
-            if !starving {
-                return false;
+            let nudged = woke == Woke::Nudged;
+            match woke {
+                Woke::Unparked => return true,
+                Woke::TimedOut if !starving => return false,
+                Woke::TimedOut => {}
+                // A starving unlock found us asleep at the bottom and woke
+                // us instead of handing us the lock, which it released
+                // (`hand_off_or_nudge`): mark ourselves anew, below.
+                Woke::Nudged => {
+                    P::record(Event::Rejoined);
+                    if P::FAULT == Fault::NudgedSleepsAgain {
+                        continue;
+                    }
+                }
             }
             // SAFETY: our node is (or was) on this lock's stack.
-            if !unsafe { self.starve(me) } {
-                // Popped before we took the stack: the popper's wake store
-                // is on its way, and our node must live until it lands. We
-                // are not marked, and keep the deadline (see above).
+            if !unsafe { self.starve(me, nudged) } {
+                // Popped before we took the stack (after a nudge, only a
+                // fair unlock's hand-off does that): the popper's wake store
+                // is on its way, and our node must live until it lands.
+                if nudged {
+                    P::record(Event::PoppedAfterNudge);
+                    await_popped_wake(node);
+                    return true;
+                }
+                // We keep the deadline (see above); we are not marked.
                 P::record(Event::PoppedWhileStarving);
                 *popped = true;
                 if P::FAULT == Fault::PoppedStarverKeepsNoDeadline {
                     *marked = true;
                 }
-                node.parker.park();
+                await_popped_wake(node);
                 return true;
             }
             *marked = true;
@@ -414,16 +427,43 @@ impl<P: Platform> Lock<P> {
     /// wakes to us, and if the lock is free by then we hand it over
     /// ourselves, to the bottom sleeper (maybe us).
     ///
+    /// After a nudge (`nudged`), the same marks us anew: the node records
+    /// it (`Node::renewed`), and from then on a stack owner may hand us the
+    /// lock. We were the oldest sleeper when nudged; if we had marked
+    /// ourselves, we still are the bottom one.
+    ///
     /// # Safety
     /// `me` is the caller's node, pushed onto this lock's stack since it was
     /// last popped.
     #[cold]
-    pub(super) unsafe fn starve(&self, me: *mut Node<P>) -> bool {
+    pub(super) unsafe fn starve(&self, me: *mut Node<P>, nudged: bool) -> bool {
         let mut s = self.take_stack();
-        // SAFETY: we own the stack.
-        let linked = unsafe { self.move_to_bottom(&mut s, me) };
+        // SAFETY: only we write `starved`.
+        let marked = unsafe { (*me).starved.get() };
+        let linked = if marked {
+            // Marked before, and nudged since: we are still the bottom
+            // sleeper (nudges go to the bottom, and later marks move above
+            // ours), unless a stack owner popped us meanwhile.
+            // SAFETY: we own the stack.
+            let tail = unsafe { (!head(s).is_null()).then(|| tail_if_linked(head(s), me)) };
+            let linked = matches!(tail, Some(Some(_)));
+            if P::CHECKS && linked && tail != Some(Some(me)) {
+                P::broken("a nudged spinbit sleeper is not the bottom sleeper");
+            }
+            linked
+        } else {
+            // SAFETY: we own the stack.
+            unsafe { self.move_to_bottom(&mut s, me) }
+        };
         if linked {
-            P::record(Event::Starved);
+            if nudged && P::FAULT != Fault::NudgedMarksWithoutRenewal {
+                // SAFETY: we own the stack and our node is linked: stack
+                // owners read `renewed`, and none runs while we own it.
+                unsafe { (*me).renewed.set(true) };
+            }
+            if !marked {
+                P::record(Event::Starved);
+            }
             // SAFETY: we own the stack and our node is linked: stack owners
             // read `starved`, and none runs while we own it.
             unsafe { (*me).starved.set(true) };
@@ -695,6 +735,14 @@ pub(super) unsafe fn start_clock<P: Platform>(node: &Node<P>, clocked: &mut bool
         *clocked = true;
         // SAFETY: forwarded from the caller.
         unsafe { node.since.set(P::clock()) };
+    }
+}
+
+/// Waits for the wake that a stack owner which popped our node owes us.
+/// Only a linked node is nudged, so the park ends with that wake.
+fn await_popped_wake<P: Platform>(node: &Node<P>) {
+    if node.parker.park() != Woke::Unparked {
+        P::broken("a popped spinbit waiter was nudged");
     }
 }
 

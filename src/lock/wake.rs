@@ -179,6 +179,16 @@ impl<P: Platform> Lock<P> {
             unsafe { P::Parker::unpark(&raw const (*woken).parker) };
             return;
         }
+        // SAFETY: we own the stack and it is not empty.
+        if P::NUDGE && unsafe { nudge_pending(find_tail(head(s))) } {
+            // The oldest sleeper was nudged and has not marked itself anew
+            // yet: it does once it runs, taking the stack and serving as we
+            // would, so the wake left to us is its (`hand_off_or_nudge`).
+            // Taking the lock back only to release it again would cost
+            // every unlock until then two more CASes.
+            P::record(Event::NudgePending);
+            return self.give_back(s);
+        }
         let top = head(s);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -194,7 +204,8 @@ impl<P: Platform> Lock<P> {
                             P::record(Event::RetakeRaced);
                         }
                         // SAFETY: we hold LOCKED and the stack.
-                        return unsafe { self.hand_off(s.map_addr(|a| a | LOCKED)) };
+                        unsafe { self.hand_off_or_nudge(s.map_addr(|a| a | LOCKED)) };
+                        return;
                     }
                     // Relaxed: a failure leads only to another CAS.
                     Err(now) => s = now,
@@ -275,14 +286,127 @@ impl<P: Platform> Lock<P> {
             }
         };
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
-        unsafe { self.hand_off(s) };
-        // The lock is the recipient's from now on, but it may not run for
-        // a scheduler slice while we hold a CPU: give ours up
+        // The lock is the recipient's from now on (or, after a nudge, the
+        // nudged thread is to mark itself anew), but it may not run for a
+        // scheduler slice while we hold a CPU: give ours up
         // (`arch::STARVING_HAND_OFF_YIELDS`).
-        if P::yield_after_starving_hand_off() {
+        if unsafe { self.hand_off_or_nudge(s) } && P::yield_after_starving_hand_off() {
             P::record(Event::YieldedAfterHandOff);
         }
         None
+    }
+
+    /// Hands the lock to the oldest sleeper (`hand_off`) unless its thread
+    /// is asleep in the OS: then nudges it instead (it runs again, its node
+    /// still linked) and releases the lock, the stack and STARVING in one
+    /// CAS. Returns whether a sleeper was woken (handed the lock or
+    /// nudged), which its thread must now run to use.
+    ///
+    /// The bounded price of fairness. A hand-off to a sleeping thread keeps
+    /// the lock held, by nobody who runs, for a whole wake-up: milliseconds
+    /// when every CPU is busy, while more sleepers reach their starvation
+    /// deadline, so that starvation mode fed itself (a convoy: 2.5-2.9
+    /// Mops/s at 128 threads on 16 CPUs, against 30 at 64). A nudged
+    /// thread, once it runs, marks itself anew (`Lock::sleep`): that sets
+    /// STARVING again and, if the lock is free, hands it to the bottom
+    /// sleeper (itself if it had marked itself; a sleeper judged by age
+    /// that marks itself now moves above the earlier marks); then it waits
+    /// awake for its hand-off, and the unlock that finds it not yet asleep
+    /// hands it over. Until it has marked itself anew the lock is
+    /// anybody's: an unlock that finds the nudge pending releases it again
+    /// (`nudge_pending`). So the lock does not wait for the wake-up a nudge
+    /// causes; a sleeper found asleep again after its nudge (its awake wait
+    /// saw the lock held throughout: critical sections longer than that
+    /// wait) is handed the lock asleep, once per `lock` call. The bound on
+    /// waiting keeps its order and, per turn of a marked sleeper ahead,
+    /// adds at most one nudged wake-up and one awake wait.
+    ///
+    /// # Safety
+    /// As for `hand_off`.
+    pub(super) unsafe fn hand_off_or_nudge(&self, s: *mut Node<P>) -> bool {
+        if P::NUDGE {
+            // SAFETY: we own the stack, it is not empty, and its nodes stay
+            // linked (their threads waiting) while we own it.
+            let (oldest, nudge) = unsafe {
+                let oldest = find_tail(head(s));
+                let nudge = if !(*oldest).nudged.get()
+                    || (P::FAULT == Fault::NudgesAgain && !nudge_pending(oldest))
+                {
+                    P::Parker::nudge(&raw const (*oldest).parker)
+                } else if nudge_pending(oldest) {
+                    Nudge::Pending
+                } else {
+                    // Marked anew after its nudge: running (its awake
+                    // wait), or asleep again, the one hand-off to a
+                    // sleeper that the bound allows.
+                    Nudge::Running
+                };
+                (oldest, nudge)
+            };
+            let wake = match nudge {
+                Nudge::Running => None,
+                Nudge::Pending => {
+                    P::record(Event::NudgePending);
+                    Some(None)
+                }
+                Nudge::Woken(wake) => {
+                    P::record(Event::Nudged);
+                    // SAFETY: linked, and we own the stack.
+                    unsafe { (*oldest).nudged.set(true) };
+                    Some(Some(wake))
+                }
+            };
+            if let Some(wake) = wake {
+                self.release_after_nudge(s);
+                let Some(wake) = wake else { return false };
+                P::Parker::wake_nudged(wake);
+                return true;
+            }
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.hand_off(s) };
+        true
+    }
+
+    /// Gives back the stack, taken as `s` (a recent value of the word),
+    /// keeping every other bit.
+    fn give_back(&self, mut s: *mut Node<P>) {
+        loop {
+            // Release: our walk's link edits, for the next stack owner.
+            // Failure Relaxed: only pushes and other bits changed; the retry
+            // keeps them, and reads no node.
+            match self.state.compare_exchange(
+                s,
+                s.map_addr(|a| a & !STACK_LOCKED),
+                Release,
+                Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// The release of `hand_off_or_nudge` when it did not hand over: LOCKED,
+    /// STACK_LOCKED and STARVING cleared in one CAS from `s`, a recent
+    /// value of the word. STARVING ends: the nudged thread sets it again
+    /// when it marks itself anew, and until then the lock is a plain one.
+    fn release_after_nudge(&self, mut s: *mut Node<P>) {
+        loop {
+            let mut new = s.map_addr(|a| a & !(LOCKED | STACK_LOCKED | STARVING));
+            if P::FAULT == Fault::NudgeKeepsLock {
+                new = new.map_addr(|a| a | LOCKED);
+            }
+            // Release: the critical section, as in `unlock`, and our node
+            // edits (the walk's links, the nudge mark) for the next stack
+            // owner. Failure Relaxed: we hold LOCKED and the stack, so only
+            // pushes and the SPINNING bit change the word meanwhile, and the
+            // retry keeps them.
+            match self.state.compare_exchange(s, new, Release, Relaxed) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
     }
 
     /// Hands the lock to the oldest sleeper: unlinks it, releases the stack
@@ -510,6 +634,20 @@ pub(super) unsafe fn oldest<P: Platform>(top: *mut Node<P>, broken: Fault) -> *m
     // SAFETY: forwarded from the caller.
     let tail = unsafe { find_tail(top) };
     if P::FAULT == broken { top } else { tail }
+}
+
+/// Whether `node` was nudged and has not marked itself anew yet: its
+/// thread has not run since (its word says nudged), or it runs on its way
+/// to take the stack and mark itself, which serves the lock then. Such a
+/// thread is not handed the lock: having left its word's nudged state, it
+/// may still be off the CPU, e.g. backing off while it waits for the stack.
+///
+/// # Safety
+/// The caller owns the stack and `node` is linked.
+#[inline(always)]
+pub(super) unsafe fn nudge_pending<P: Platform>(node: *mut Node<P>) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).nudged.get() && !(*node).renewed.get() }
 }
 
 /// Whether `node` starves: it marked itself so when its timed sleep ran

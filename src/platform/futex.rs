@@ -4,14 +4,68 @@ use core::ptr;
 use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::time::Instant;
 
-use super::Parker;
+use super::{Nudge, Parker, Woke};
 
+/// Woken: `unpark` was called.
 const AWAKE: u32 = 0;
+/// Armed, its thread not committed to a sleep: polling its node, on its
+/// way to sleep, or back from a nudge or a timeout.
 const PARKED: u32 = 1;
+/// Its thread is asleep in the kernel, or committed to it.
+const SLEEPING: u32 = 2;
+/// Nudged by a stack owner while asleep; not running yet.
+const NUDGED: u32 = 3;
 
-/// A futex word: PARKED while its thread must sleep, AWAKE once woken.
+/// A futex word holding the waiter's state: PARKED, SLEEPING or NUDGED
+/// while it waits, AWAKE once woken.
 pub(crate) struct FutexParker {
     word: AtomicU32,
+}
+
+impl FutexParker {
+    /// The step before a sleep: `Some` if the park ends (a wake or a nudge
+    /// came), `None` once the word is SLEEPING (the thread may sleep).
+    #[inline]
+    fn settle(&self) -> Option<Woke> {
+        // Acquire: pairs with the Release swap in `unpark`.
+        let mut w = self.word.load(Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Some(Woke::Unparked),
+                SLEEPING => return None,
+                // Committing to the sleep is what lets a stack owner tell a
+                // sleeping waiter from a running one (`nudge`).
+                PARKED => (SLEEPING, None),
+                // Nudged: armed again, and running.
+                _ => (PARKED, Some(Woke::Nudged)),
+            };
+            // Relaxed: nothing is published by these transitions; the
+            // failure may read AWAKE, hence Acquire.
+            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// A timed park's deadline passed: armed again (running) unless a wake
+    /// or a nudge came first.
+    fn give_up(&self) -> Woke {
+        let mut w = self.word.load(Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Woke::Unparked,
+                PARKED => return Woke::TimedOut,
+                SLEEPING => (PARKED, Woke::TimedOut),
+                _ => (PARKED, Woke::Nudged),
+            };
+            // As in `settle`.
+            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
 }
 
 impl Parker for FutexParker {
@@ -26,15 +80,18 @@ impl Parker for FutexParker {
         self.word.store(PARKED, Relaxed);
     }
 
-    fn park(&self) {
+    fn park(&self) -> Woke {
         let mut failed = Backoff::default();
-        // `unparked` acquires the store in `unpark`.
-        while !self.unparked() {
-            // The kernel compares the word with PARKED and sleeps in one
-            // step, so a wake that lands between our load and the syscall
-            // makes FUTEX_WAIT return EAGAIN instead of sleeping. EINTR and
-            // spurious returns land here too; the loop re-checks the word.
-            match futex_wait(&self.word, PARKED) {
+        loop {
+            if let Some(woke) = self.settle() {
+                return woke;
+            }
+            // The kernel compares the word with SLEEPING and sleeps in one
+            // step, so a wake or a nudge that lands between our look and
+            // the syscall makes FUTEX_WAIT return EAGAIN instead of
+            // sleeping. EINTR and spurious returns land here too; the loop
+            // looks at the word again.
+            match futex_wait(&self.word, SLEEPING) {
                 None | Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                 // The futex itself fails (a seccomp filter's ENOSYS or
                 // EPERM): sleep anyway, polling the word.
@@ -45,7 +102,7 @@ impl Parker for FutexParker {
 
     type Deadline = Instant;
 
-    fn park_until(&self, deadline: Instant) -> bool {
+    fn park_until(&self, deadline: Instant) -> Woke {
         // A deadline that has passed returns here, not in the kernel, before
         // the first wait and after every early return of one. The kernel
         // sleeps past an expired absolute deadline until its timer fires,
@@ -56,10 +113,10 @@ impl Parker for FutexParker {
         // 10 µs at a time pops it) then never saw its starvation deadline
         // pass, and waited until it won the lock by chance: `lock()` waits
         // of 1.5-6 ms with a 1 ms threshold. (A wake may have landed
-        // meanwhile: `unparked` says.)
+        // meanwhile: `give_up` says.)
         let now = Instant::now();
         if now >= deadline {
-            return self.unparked();
+            return self.give_up();
         }
         // The kernel takes an absolute CLOCK_MONOTONIC deadline, so a signal
         // (EINTR) or a spurious return followed by another wait does not
@@ -69,18 +126,20 @@ impl Parker for FutexParker {
         // after `deadline`, never before it.
         let Some(abs) = monotonic_after(deadline - now) else {
             // Beyond what a timespec holds: no deadline at all.
-            self.park();
-            return true;
+            return self.park();
         };
         // As in `park`.
         let mut failed = Backoff::default();
-        while !self.unparked() {
-            match futex_wait_until(&self.word, PARKED, &abs) {
+        loop {
+            if let Some(woke) = self.settle() {
+                return woke;
+            }
+            match futex_wait_until(&self.word, SLEEPING, &abs) {
                 // Woken (maybe spuriously), the word changed, or a signal:
-                // the loop re-checks the word, and the clock (above).
+                // the loop looks at the word again, and the clock (here).
                 None | Some(libc::EAGAIN) | Some(libc::EINTR) => {
                     if Instant::now() >= deadline {
-                        return self.unparked();
+                        return self.give_up();
                     }
                 }
                 // The deadline passed. Any other error (none is expected
@@ -89,34 +148,58 @@ impl Parker for FutexParker {
                 // thread in this loop: the caller then leaves the stack.
                 Some(e) if e == libc::ETIMEDOUT || Instant::now() >= deadline => {
                     // A wake may have landed after the kernel gave up.
-                    return self.unparked();
+                    return self.give_up();
                 }
                 // The futex itself fails: as in `park`, never past the
                 // deadline.
                 Some(_) => failed.sleep(Some(deadline)),
             }
         }
-        true
     }
 
     #[inline]
     fn unparked(&self) -> bool {
-        // Acquire: pairs with the Release store in `unpark`, so everything
+        // Acquire: pairs with the Release swap in `unpark`, so everything
         // the unparker did before it is visible.
-        self.word.load(Acquire) != PARKED
+        self.word.load(Acquire) == AWAKE
     }
 
     unsafe fn unpark(this: *const Self) {
-        // SAFETY: the caller guarantees `this` is live until the store below.
+        // SAFETY: the caller guarantees `this` is live until the swap below.
         let word: *const AtomicU32 = unsafe { &raw const (*this).word };
         // SAFETY: `word` is live here (the thread is still blocked); after
-        // this store the thread may return and free the node.
-        unsafe { (*word).store(AWAKE, Release) };
-        // Only the address is passed on: the kernel looks it up in its futex
-        // table and never dereferences freed memory. If the node is already
-        // gone, the wake finds nobody, or at worst wakes an unrelated futex
-        // waiter on the reused address spuriously, which every futex user
-        // must tolerate.
+        // this swap the thread may return and free the node.
+        let was = unsafe { (*word).swap(AWAKE, Release) };
+        // A thread still PARKED is not asleep: it sees AWAKE when it next
+        // looks (a poll, or `settle`'s CAS to SLEEPING fails), and the
+        // system call would wake nobody. Only the address is passed on: the
+        // kernel looks it up in its futex table and never dereferences
+        // freed memory. If the node is already gone, the wake finds nobody,
+        // or at worst wakes an unrelated futex waiter on the reused address
+        // spuriously, which every futex user must tolerate.
+        if was != PARKED {
+            futex_wake(word);
+        }
+    }
+
+    type Wake = *const AtomicU32;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<*const AtomicU32> {
+        // SAFETY: the node is linked and we own the stack, so its thread
+        // cannot return from `lock` (it would need the stack to leave it).
+        let word: *const AtomicU32 = unsafe { &raw const (*this).word };
+        // Relaxed: the nudged thread reads nothing we wrote; it takes the
+        // stack (Acquire) before it reads any node.
+        // SAFETY: as above.
+        match unsafe { (*word).compare_exchange(SLEEPING, NUDGED, Relaxed, Relaxed) } {
+            Ok(_) => Nudge::Woken(word),
+            Err(NUDGED) => Nudge::Pending,
+            Err(_) => Nudge::Running,
+        }
+    }
+
+    fn wake_nudged(word: *const AtomicU32) {
+        // Only the address, as in `unpark`.
         futex_wake(word);
     }
 }

@@ -31,7 +31,7 @@ use core::sync::atomic::Ordering;
 use loom::sync::atomic::{AtomicU32, AtomicUsize};
 use loom::sync::{Condvar, Mutex};
 
-use super::{Event, Fault, NodeCell, Parker, Platform, StateWord};
+use super::{Event, Fault, NodeCell, Nudge, Parker, Platform, StateWord, Woke};
 
 /// Defines the fault names, one `u8` constant per fault in `faults` (its
 /// value the variant's discriminant, so a name cannot stand for another
@@ -101,6 +101,11 @@ fault_names! {
     SERVE_GIVES_BACK_WITHOUT_STARVING: ServeGivesBackWithoutStarving,
     POP_MERGES_STALE_FLAGS: PopMergesStaleFlags,
     LEAVE_FROM_TOP_KEEPS_STALE_TAIL: LeaveFromTopKeepsStaleTail,
+    NUDGE_KEEPS_LOCK: NudgeKeepsLock,
+    NUDGE_WITHOUT_WAKE: NudgeWithoutWake,
+    NUDGED_SLEEPS_AGAIN: NudgedSleepsAgain,
+    NUDGES_AGAIN: NudgesAgain,
+    NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
 }
 
 /// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).
@@ -137,6 +142,19 @@ pub(crate) mod fair {
     /// started first in the execution starves: the others are judged younger
     /// ([`Platform::clock`](super::Platform::clock)).
     pub(crate) const BY_AGE: u8 = 6;
+    /// As [`SELF_JUDGED`], and a starving unlock nudges a bottom sleeper
+    /// that is asleep instead of handing it the lock
+    /// ([`Platform::NUDGE`](super::Platform::NUDGE)); the other rules
+    /// always hand over, as the bound they are checked against counts.
+    pub(crate) const SELF_JUDGED_NUDGED: u8 = 7;
+    /// As [`BY_AGE`], with nudges as in [`SELF_JUDGED_NUDGED`]: the oldest
+    /// sleeper, nudged, has not marked itself.
+    pub(crate) const BY_AGE_NUDGED: u8 = 8;
+
+    /// Whether sleepers judge themselves under rule `fair`.
+    pub(crate) const fn self_judged(fair: u8) -> bool {
+        fair == SELF_JUDGED || fair == SELF_JUDGED_NUDGED
+    }
 }
 
 /// The loom platform: `FAULT` picks a deliberate bug ([`faults`]),
@@ -160,6 +178,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;
     const ABORT_ON_UNWIND: bool = false;
+    const NUDGE: bool = FAIR == fair::SELF_JUDGED_NUDGED || FAIR == fair::BY_AGE_NUDGED;
 
     fn broken(what: &str) -> ! {
         panic!("{what}")
@@ -193,13 +212,13 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
         crate::model::backlog_sleepers()
     }
     fn look_due(_now: u64) -> bool {
-        FAIR != fair::NOBODY_STARVES && FAIR != fair::SELF_JUDGED
+        FAIR != fair::NOBODY_STARVES && !fair::self_judged(FAIR)
     }
     fn starving(since: u64) -> bool {
         crate::model::starving(FAIR, since)
     }
     fn starve_deadline(_since: u64, _backed_up: bool) -> Option<ModelDeadline> {
-        if FAIR != fair::SELF_JUDGED {
+        if !fair::self_judged(FAIR) {
             return None;
         }
         crate::model::before_starve_deadline();
@@ -304,8 +323,11 @@ impl<T: Copy> NodeCell<T> for LoomCell<T> {
     }
 }
 
+// The word's states, as in the futex parker.
 const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
+const SLEEPING: u32 = 2;
+const NUDGED: u32 = 3;
 
 /// The model's deadlines have no time, only an order: a sleeper's own
 /// starvation deadline (`fair::SELF_JUDGED`) comes before a timed waiter's deadline, so
@@ -323,6 +345,43 @@ pub(crate) struct FutexModel<const FAULT: u8, const SPURIOUS: usize> {
     word: AtomicU32,
 }
 
+impl<const FAULT: u8, const SPURIOUS: usize> FutexModel<FAULT, SPURIOUS> {
+    /// As the futex parker's: `Some` if the park ends, `None` once the word
+    /// is SLEEPING.
+    fn settle(&self) -> Option<Woke> {
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Some(Woke::Unparked),
+                SLEEPING => return None,
+                PARKED => (SLEEPING, None),
+                _ => (PARKED, Some(Woke::Nudged)),
+            };
+            match self.word.compare_exchange(w, to, Ordering::Relaxed, Ordering::Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// As the futex parker's: armed again unless a wake or a nudge came.
+    fn give_up(&self) -> Woke {
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Woke::Unparked,
+                PARKED => return Woke::TimedOut,
+                SLEEPING => (PARKED, Woke::TimedOut),
+                _ => (PARKED, Woke::Nudged),
+            };
+            match self.word.compare_exchange(w, to, Ordering::Relaxed, Ordering::Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
+}
+
 impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIOUS> {
     fn new() -> Self {
         FutexModel { word: AtomicU32::new(AWAKE) }
@@ -330,38 +389,67 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     fn prepare(&self) {
         self.word.store(PARKED, Ordering::Relaxed);
     }
-    fn park(&self) {
+    fn park(&self) -> Woke {
         crate::model::note_sleep(false);
-        while !self.unparked() {
-            futex_wait(&self.word, PARKED, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
-        }
+        let woke = loop {
+            if let Some(woke) = self.settle() {
+                break woke;
+            }
+            futex_wait(&self.word, SLEEPING, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
+        };
         crate::model::after_wake();
+        woke
     }
     /// The model has no clock: see [`crate::model::take_timeout`] for when
     /// a timed wait gives up.
     type Deadline = ModelDeadline;
 
-    fn park_until(&self, _deadline: ModelDeadline) -> bool {
+    fn park_until(&self, _deadline: ModelDeadline) -> Woke {
         crate::model::note_sleep(true);
-        while !self.unparked() {
-            if futex_wait_timed(&self.word, PARKED, SPURIOUS) {
+        loop {
+            if let Some(woke) = self.settle() {
+                return woke;
+            }
+            if futex_wait_timed(&self.word, SLEEPING, SPURIOUS) {
                 // As the kernel: a wake may have landed after the timeout.
-                return self.unparked();
+                return self.give_up();
             }
         }
-        true
     }
 
     fn unparked(&self) -> bool {
-        self.word.load(Ordering::Acquire) != PARKED
+        self.word.load(Ordering::Acquire) == AWAKE
     }
 
     unsafe fn unpark(this: *const Self) {
-        // SAFETY: live until the store, as the trait requires.
+        // SAFETY: live until the swap, as the trait requires.
         let word = unsafe { &raw const (*this).word };
         // SAFETY: as above; nothing below dereferences `word`.
-        unsafe { (*word).store(AWAKE, Ordering::Release) };
-        futex_wake(word.addr(), 1);
+        let was = unsafe { (*word).swap(AWAKE, Ordering::Release) };
+        if was != PARKED {
+            futex_wake(word.addr(), 1);
+        }
+    }
+
+    type Wake = usize;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<usize> {
+        // SAFETY: the node is linked and the caller owns the stack.
+        let word = unsafe { &(*this).word };
+        if fault(FAULT) == Fault::NudgeWithoutWake {
+            // Broken on purpose: the caller releases the lock as if the
+            // sleeper had been nudged, but it sleeps on.
+            return Nudge::Woken(0);
+        }
+        match word.compare_exchange(SLEEPING, NUDGED, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => Nudge::Woken(ptr::from_ref(word).addr()),
+            Err(NUDGED) => Nudge::Pending,
+            Err(_) => Nudge::Running,
+        }
+    }
+
+    fn wake_nudged(addr: usize) {
+        futex_wake(addr, 1);
     }
 }
 
@@ -382,6 +470,12 @@ struct Futexes {
 
 loom::lazy_static! {
     static ref FUTEXES: Futexes = Futexes { table: Mutex::new(Table::default()), changed: Condvar::new() };
+}
+
+/// How many threads are blocked in the futex model: for a model that waits
+/// until a sleeper is asleep, not merely on its way to sleep.
+pub(crate) fn blocked_waiters() -> usize {
+    FUTEXES.table.lock().unwrap().blocked.len()
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, spurious: usize, no_compare: bool) {

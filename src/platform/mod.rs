@@ -167,6 +167,22 @@ pub(crate) enum Fault {
     /// its cached tail to the new top, which keeps the tail it cached when
     /// it was the top itself.
     LeaveFromTopKeepsStaleTail,
+    /// A starving unlock that nudges the bottom sleeper gives the stack back
+    /// but keeps the lock.
+    NudgeKeepsLock,
+    /// A starving unlock releases the lock as if it had nudged the bottom
+    /// sleeper, which sleeps on (the model parker's `nudge` changes
+    /// nothing).
+    NudgeWithoutWake,
+    /// A nudged sleeper sleeps again without marking itself anew, so nobody
+    /// sets STARVING or takes the lock that the nudge released.
+    NudgedSleepsAgain,
+    /// A sleeper found asleep again after its nudge is nudged again instead
+    /// of handed the lock: nothing bounds how often.
+    NudgesAgain,
+    /// A nudged sleeper marks itself anew without recording it
+    /// (`Node::renewed`), so stack owners keep taking its nudge for pending.
+    NudgedMarksWithoutRenewal,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
@@ -207,18 +223,54 @@ pub(crate) trait NodeCell<T: Copy> {
     unsafe fn set(&self, value: T);
 }
 
+/// How a park ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// [`Parker::unpark`] was called for this arming (with the Acquire
+    /// of [`Parker::unparked`]).
+    Unparked,
+    /// A stack owner nudged the sleeping thread ([`Parker::nudge`]): it runs
+    /// again with its node still linked, and the parker is armed again.
+    Nudged,
+    /// The deadline came first ([`Parker::park_until`] only); the parker
+    /// is still armed.
+    TimedOut,
+}
+
+/// What [`Parker::nudge`] found.
+pub(crate) enum Nudge<W> {
+    /// The thread has not committed to an OS sleep: it is running (polling
+    /// its node, or on its way to sleep), or was preempted on the way.
+    Running,
+    /// The thread was asleep and is nudged now; `W` is the wake still owed
+    /// ([`Parker::wake_nudged`], made once the caller is done with the
+    /// stack).
+    Woken(W),
+    /// Nudged before, and not running yet.
+    Pending,
+}
+
 /// The per-node sleeping mechanism: one wait word per waiter.
+///
+/// The word says where the waiter is: armed and running (`prepare`, and
+/// again after a nudge or a timeout), committed to an OS sleep (set by the
+/// waiter itself just before it sleeps), nudged (set by a stack owner, see
+/// [`Parker::nudge`]) or woken (`unpark`).
 pub(crate) trait Parker {
     fn new() -> Self;
     /// Arms the parker. Called by its own thread before the node is
     /// published; the push's Release makes the armed state visible to the
     /// thread that will unpark it.
     fn prepare(&self);
-    /// Blocks until [`Parker::unpark`] has been called for this arming.
-    /// Returns with Acquire ordering on the unparker's store, so everything
-    /// the unparker did before is visible. Spurious OS returns are absorbed.
-    fn park(&self);
-    /// Wakes the thread parked (or about to park) on `this`.
+    /// Blocks until [`Parker::unpark`] has been called for this arming
+    /// ([`Woke::Unparked`], with Acquire ordering on the unparker's store,
+    /// so everything the unparker did before is visible) or a stack owner
+    /// nudged the thread ([`Woke::Nudged`]). Spurious OS returns are
+    /// absorbed.
+    fn park(&self) -> Woke;
+    /// Wakes the thread parked (or about to park) on `this`. The OS wake
+    /// is skipped if the thread is not asleep (it sees the store when it
+    /// next looks).
     ///
     /// # Safety
     /// `this` must point to an armed parker whose thread has not returned
@@ -228,16 +280,28 @@ pub(crate) trait Parker {
     unsafe fn unpark(this: *const Self);
     /// A point in time a timed wait gives up at.
     type Deadline: Copy + Ord;
-    /// Like [`Parker::park`], but gives up at `deadline`. Returns `true`
-    /// if unparked (with the same Acquire as `park`), `false` if the
-    /// deadline came first. After `false` the parker is still armed: an
-    /// unparker that popped the node just before may still wake it, and the
-    /// caller must find out (see `Lock::leave`) before its node goes away.
-    /// Never returns `false` before the deadline.
-    fn park_until(&self, deadline: Self::Deadline) -> bool;
+    /// Like [`Parker::park`], but gives up at `deadline`
+    /// ([`Woke::TimedOut`]). After a timeout the parker is still armed: an
+    /// unparker that popped the node just before may still wake it, and
+    /// the caller must find out (see `Lock::leave`) before its node goes
+    /// away. Never times out before the deadline.
+    fn park_until(&self, deadline: Self::Deadline) -> Woke;
     /// Whether [`Parker::unpark`] has been called for this arming, with
     /// the same Acquire as `park`. Does not block.
     fn unparked(&self) -> bool;
+    /// The wake a nudge owes its thread.
+    type Wake;
+    /// Nudges the thread parked on `this` if it is asleep in the OS: it
+    /// returns from `park` with [`Woke::Nudged`] once it runs, its node
+    /// still linked. Unless the result is [`Nudge::Woken`], nothing
+    /// changes.
+    ///
+    /// # Safety
+    /// `this` is the parker of a linked node, and the caller owns the stack.
+    unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake>;
+    /// Makes the wake a nudge owes. Touches no node: the nudged thread may
+    /// have run, taken the lock and returned meanwhile.
+    fn wake_nudged(wake: Self::Wake);
 }
 
 /// The deadline type of a platform's parker.
@@ -266,6 +330,12 @@ pub(crate) trait Platform: Sized + 'static {
     /// model checker's platform unwinds: loom reports a failed check, and a
     /// deadlock, by panicking in the model's threads.
     const ABORT_ON_UNWIND: bool = true;
+    /// Whether a starving unlock that finds the bottom sleeper asleep in
+    /// the OS nudges it and releases the lock, instead of handing the lock
+    /// to a thread that is not running (see `Lock::hand_off_or_nudge`).
+    /// Off only in the models that count the critical sections a marked
+    /// sleeper waits, which hold where every hand-off goes through.
+    const NUDGE: bool = true;
 
     /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
     /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
@@ -548,6 +618,17 @@ pub(crate) enum Event {
     /// An unlock that saw STARVING found it cleared (by a stack owner it
     /// may have waited for) and released the lock as a plain unlock.
     StarvingEndedAtUnlock,
+    /// A starving unlock (or a stack owner's retake) found the oldest
+    /// sleeper asleep in the OS, nudged it and released the lock.
+    Nudged,
+    /// ... found the oldest sleeper nudged and not running yet, and
+    /// released the lock.
+    NudgePending,
+    /// A nudged sleeper ran and marked itself anew.
+    Rejoined,
+    /// A nudged sleeper ran and found itself popped before it could mark
+    /// itself anew (it takes the wake on its way).
+    PoppedAfterNudge,
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,

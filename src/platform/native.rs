@@ -179,6 +179,13 @@ pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time:
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, V, const MAX_PASSES: u32>(PhantomData<(K, V)>);
 
+/// The most spin hints between two looks at a word (`arch::MAX_LOOK_GAP_NS`
+/// in hints); the first call in a process calibrates the hint's cost.
+#[inline]
+fn max_look_gap_hints() -> u32 {
+    arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS))
+}
+
 impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
     /// Polls `woken`, a look at this thread's own node, for up to `ticks`;
     /// returns whether it said so. Spin hints between looks, not yields: a
@@ -189,7 +196,7 @@ impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
     fn poll(woken: impl Fn() -> bool, ticks: u64) -> bool {
         // Before the clock starts: the first call in a process calibrates
         // the hint's cost.
-        let gap = arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS));
+        let gap = max_look_gap_hints();
         let until = arch::ticks().wrapping_add(ticks);
         loop {
             if woken() {
@@ -324,7 +331,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     }
     #[inline]
     fn max_backoff() -> u32 {
-        arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS))
+        max_look_gap_hints()
     }
     #[inline]
     fn look_due(now: u64) -> bool {

@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Orderi
 use std::thread::{self, Thread};
 use std::time::Instant;
 
-use super::Parker;
+use super::{Nudge, Parker, Woke};
 
 #[cfg(test)]
 std::thread_local! {
@@ -29,8 +29,12 @@ fn took_a_foreign_token() {
     }
 }
 
+/// The word's states, as in the futex parker: woken, armed and running,
+/// asleep (or committed to it), nudged while asleep.
 const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
+const SLEEPING: u32 = 2;
+const NUDGED: u32 = 3;
 
 /// A wait word plus the handle of the thread that waits on it.
 ///
@@ -60,63 +64,132 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         self.word.store(PARKED, Relaxed);
     }
 
-    fn park(&self) {
-        // `unparked` acquires the store in `unpark`. `park` may return
-        // spuriously or on a token that was not ours; the loop re-checks.
+    fn park(&self) -> Woke {
+        // `settle` acquires the swap in `unpark`. `park` may return
+        // spuriously or on a token that was not ours; the loop looks again.
         let mut parked = false;
-        while !self.unparked() {
+        let woke = loop {
+            if let Some(woke) = self.settle() {
+                break woke;
+            }
             thread::park();
             parked = true;
-            if !self.unparked() {
-                took_a_foreign_token();
-            }
-        }
-        self.give_back_token(parked && !LOSES_TOKENS);
-    }
-
-    type Deadline = Instant;
-
-    fn park_until(&self, deadline: Instant) -> bool {
-        // As in `park`. `park_timeout` may return early (spuriously or on
-        // a token that was not ours); the loop re-checks the word and the
-        // clock.
-        let mut parked = false;
-        let woken = loop {
-            if self.unparked() {
-                break true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break self.unparked();
-            }
-            thread::park_timeout(deadline - now);
-            parked = true;
-            if !self.unparked() {
+            if self.word.load(Relaxed) == SLEEPING {
                 took_a_foreign_token();
             }
         };
         self.give_back_token(parked && !LOSES_TOKENS);
-        woken
+        woke
+    }
+
+    type Deadline = Instant;
+
+    fn park_until(&self, deadline: Instant) -> Woke {
+        // As in `park`. `park_timeout` may return early (spuriously or on
+        // a token that was not ours); the loop looks at the word and the
+        // clock again.
+        let mut parked = false;
+        let woke = loop {
+            if let Some(woke) = self.settle() {
+                break woke;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break self.give_up();
+            }
+            thread::park_timeout(deadline - now);
+            parked = true;
+            if self.word.load(Relaxed) == SLEEPING {
+                took_a_foreign_token();
+            }
+        };
+        self.give_back_token(parked && !LOSES_TOKENS);
+        woke
     }
 
     fn unparked(&self) -> bool {
-        // Acquire: pairs with the Release store in `unpark`, so everything
+        // Acquire: pairs with the Release swap in `unpark`, so everything
         // the unparker did before it is visible.
-        self.word.load(Acquire) != PARKED
+        self.word.load(Acquire) == AWAKE
     }
 
     unsafe fn unpark(this: *const Self) {
-        // SAFETY: the caller guarantees `this` is live until the wake store.
+        // SAFETY: the caller guarantees `this` is live until the wake swap.
         // The handle is cloned out first (a reference-count increment) so
-        // nothing reads the node after the store.
+        // nothing reads the node after the swap.
         let thread = unsafe { (*(*this).thread.get()).clone() };
-        // SAFETY: still live; after this store the thread may return.
-        unsafe { (*this).word.store(AWAKE, Release) };
-        thread.expect("unpark of a parker that was never armed").unpark();
+        // SAFETY: still live; after this swap the thread may return.
+        let was = unsafe { (*this).word.swap(AWAKE, Release) };
+        // A thread still PARKED is not in `thread::park`: it sees AWAKE
+        // when it next looks, and needs no token.
+        if was != PARKED {
+            thread.expect("unpark of a parker that was never armed").unpark();
+        }
+    }
+
+    type Wake = Thread;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<Thread> {
+        // SAFETY: the node is linked and we own the stack, so its thread
+        // cannot return from `lock` (it would need the stack to leave it).
+        // Relaxed: as in the futex parker's `nudge`.
+        match unsafe { (*this).word.compare_exchange(SLEEPING, NUDGED, Relaxed, Relaxed) } {
+            // SAFETY: as above; `prepare` wrote the handle before the push.
+            Ok(_) => Nudge::Woken(
+                unsafe { (*(*this).thread.get()).clone() }
+                    .expect("nudge of a parker that was never armed"),
+            ),
+            Err(NUDGED) => Nudge::Pending,
+            Err(_) => Nudge::Running,
+        }
+    }
+
+    fn wake_nudged(thread: Thread) {
+        thread.unpark();
     }
 }
 
 impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
+    /// The step before a sleep, as in the futex parker: `Some` if the park
+    /// ends (a wake or a nudge came), `None` once the word is SLEEPING.
+    fn settle(&self) -> Option<Woke> {
+        // Acquire: pairs with the Release swap in `unpark`.
+        let mut w = self.word.load(Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Some(Woke::Unparked),
+                SLEEPING => return None,
+                PARKED => (SLEEPING, None),
+                _ => (PARKED, Some(Woke::Nudged)),
+            };
+            // Relaxed: these transitions publish nothing; the failure may
+            // read AWAKE, hence Acquire.
+            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// A timed park's deadline passed: armed again unless a wake or a
+    /// nudge came first.
+    fn give_up(&self) -> Woke {
+        let mut w = self.word.load(Acquire);
+        loop {
+            let (to, ends) = match w {
+                AWAKE => return Woke::Unparked,
+                PARKED => return Woke::TimedOut,
+                SLEEPING => (PARKED, Woke::TimedOut),
+                _ => (PARKED, Woke::Nudged),
+            };
+            // As in `settle`.
+            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
+                Ok(_) => return ends,
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// Gives the calling thread back a park token if our wait called
     /// `thread::park` at all. A park may have taken a `Thread::unpark` meant
     /// for the thread's own `thread::park`, by code that knows nothing of the
