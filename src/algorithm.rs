@@ -188,7 +188,10 @@
 //! (itself) if it is free; then it waits awake for its hand-off as after
 //! its first mark, and the unlock that finds it not yet asleep again
 //! hands it over. (`unlock_fair` and `bump` hand the lock to the oldest
-//! sleeper whatever its state, as before.) A
+//! sleeper whatever its state, as before.) A plain wake may overtake a
+//! nudge, once `STARVING` is clear: the popped thread then owes no new
+//! mark, and its next push forgets the nudge (kept, it would make every
+//! stack owner wait for a mark that never comes, and skip its wakes). A
 //! sleeper is nudged once per `lock` call: found asleep again after its
 //! nudge (its awake wait saw the lock held throughout, critical sections
 //! longer than that wait), it is handed the lock asleep. So the lock waits

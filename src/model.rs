@@ -389,6 +389,15 @@ fn allow_one_more_of_my_timeouts() {
     });
 }
 
+/// Lets one more timed wait time out: the next of thread `id`'s.
+fn allow_a_timeout_of(id: thread::ThreadId) {
+    STEER.with(|s| {
+        let mut s = s.borrow_mut();
+        s.timeouts += 1;
+        s.more_timeout_threads.push(id);
+    });
+}
+
 /// Called by the loom platform's `starve_deadline`: the gated thread
 /// waits at its gate, once.
 pub(crate) fn before_starve_deadline() {
@@ -1904,6 +1913,92 @@ fn broken_nudge_releases_the_lock_without_waking_the_sleeper() {
 #[should_panic(expected = "deadlock")]
 fn broken_nudged_sleeper_sleeps_again_without_marking_itself() {
     nudged_mark::<NUDGED_SLEEPS_AGAIN>(true, false, bound(0, 0));
+}
+
+/// A wake that overtakes a nudge. Sleeper `n` (digit 1) sleeps on an
+/// unmarked node; a timed waiter marks itself below it and leaves at its
+/// deadline, so starvation mode outlives it with `n` the oldest sleeper.
+/// The main thread's unlock nudges `n` (asleep) and releases the lock;
+/// `n` stops (a gate) once it has taken the nudge, before it marks itself
+/// anew. The main thread takes the lock again; its unlock finds the mode
+/// ended and `n` not starving, and pops it with a plain wake. The main
+/// thread takes the lock a third time and opens the gate: `n` finds
+/// itself popped, takes the wake, pushes itself again, marks itself at its
+/// (now allowed) starvation deadline and sleeps, marked. The third unlock
+/// must serve it: had its node kept the nudge across the pop, it would
+/// look nudged and on its way to the stack, and the unlock would release
+/// the lock without a wake.
+fn wake_overtakes_a_nudge<const F: u8>(bound: Bound) -> Seen {
+    OVERTAKEN.set(false);
+    explore(bound, move || {
+        let before = Seen::now();
+        let g = Guarded::<Nudging<F>>::new();
+        let (left, rejoined, done) = (Gate::new(), Gate::new(), flag());
+        g.lock.lock();
+        let n = thread::spawn(move || {
+            hold_thread_at_event(Event::Rejoined, rejoined);
+            g.turn(1);
+            done.store(true, Relaxed);
+        });
+        while blocked_waiters() == 0 {
+            thread::yield_now();
+        }
+        let t = thread::spawn(move || {
+            // Its starvation deadline, then its own.
+            allow_my_timeouts(2, None);
+            let won = g.lock.try_lock() || g.lock.lock_until_slow(ModelDeadline::Timed);
+            assert!(!won, "the timed waiter took a lock that the main thread holds");
+            // Its own last write to the word kept STARVING (`n` sleeps, the
+            // main thread waits at the gate): read by the thread that wrote
+            // it, since the gate orders nothing.
+            assert_ne!(g.word() & STARVING, 0, "the timed waiter's mark did not outlive it");
+            left.open();
+        });
+        left.pass();
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        g.lock.lock();
+        // SAFETY: locked just above.
+        unsafe { g.lock.unlock() };
+        g.lock.lock();
+        // `n`'s next sleep may reach its starvation deadline.
+        allow_a_timeout_of(n.thread().id());
+        rejoined.open();
+        // Until `n` sleeps again (or is done).
+        while blocked_waiters() == 0 && !done.load(Relaxed) {
+            thread::yield_now();
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        n.join().unwrap();
+        t.join().unwrap();
+        assert_eq!(g.value(), 1, "the sleeper never held the lock");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
+        if Seen::now().since(&before).of(Event::NudgeOvertaken) > 0 {
+            OVERTAKEN.set(true);
+        }
+    })
+}
+
+thread_local! {
+    /// Some execution of `wake_overtakes_a_nudge` popped the nudged sleeper
+    /// with a plain wake and saw it push itself again, marked starving.
+    static OVERTAKEN: Cell<bool> = const { Cell::new(false) };
+}
+
+#[test]
+fn a_wake_that_overtakes_a_nudge_leaves_no_pending_nudge() {
+    let seen = wake_overtakes_a_nudge::<NO_FAULT>(bound(1, 3));
+    assert!(
+        OVERTAKEN.get() && seen.of(Event::LeftStarving) > 0 && seen.of(Event::Starved) > 1,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_push_keeps_a_pending_nudge() {
+    wake_overtakes_a_nudge::<PUSH_KEEPS_PENDING_NUDGE>(bound(0, 0));
 }
 
 #[test]

@@ -204,7 +204,8 @@ pub(crate) struct Node<P: Platform> {
     woken_at: P::Cell<u64>,
     /// Set by a stack owner that nudged this sleeper (see
     /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
-    /// again.
+    /// again, unless a wake pops it before it marks itself anew (then its
+    /// next push clears it).
     nudged: P::Cell<bool>,
     /// Set by the thread itself, owning the stack, when it marked itself
     /// anew after its nudge (`Lock::starve`). Until then a nudged sleeper

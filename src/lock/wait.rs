@@ -192,6 +192,18 @@ impl<P: Platform> Lock<P> {
             node.prev.set(ptr::null_mut());
             node.tail.set(ptr::null_mut());
             node.passes.set(0);
+            if !node.renewed.get() && P::FAULT != Fault::PushKeepsPendingNudge {
+                // A nudge that a wake overtook: a stack owner popped us
+                // before we marked ourselves anew. Kept, it would make
+                // stack owners take us for nudged and on our way to serve
+                // the lock (`nudge_pending`), and skip every wake while we
+                // sleep: the wake ran us instead, and the lock may nudge
+                // us again.
+                if node.nudged.get() {
+                    P::record(Event::NudgeOvertaken);
+                    node.nudged.set(false);
+                }
+            }
             if !w.slept && s.addr() & BACKLOG != 0 {
                 // Our first push finds sleepers backed up: the clock
                 // starts now (see `start_clock`).

@@ -106,6 +106,7 @@ fault_names! {
     NUDGED_SLEEPS_AGAIN: NudgedSleepsAgain,
     NUDGES_AGAIN: NudgesAgain,
     NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
+    PUSH_KEEPS_PENDING_NUDGE: PushKeepsPendingNudge,
 }
 
 /// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).

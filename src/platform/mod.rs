@@ -183,6 +183,10 @@ pub(crate) enum Fault {
     /// A nudged sleeper marks itself anew without recording it
     /// (`Node::renewed`), so stack owners keep taking its nudge for pending.
     NudgedMarksWithoutRenewal,
+    /// A nudged sleeper that a plain wake popped before it marked itself
+    /// anew pushes itself again with its nudge still pending, so stack
+    /// owners skip their wakes for it.
+    PushKeepsPendingNudge,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
@@ -629,6 +633,9 @@ pub(crate) enum Event {
     /// A nudged sleeper ran and found itself popped before it could mark
     /// itself anew (it takes the wake on its way).
     PoppedAfterNudge,
+    /// A nudged sleeper, popped by a plain wake before it marked itself
+    /// anew, pushed itself again: its nudge no longer counts.
+    NudgeOvertaken,
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,
