@@ -78,6 +78,7 @@
 pub mod ablation;
 pub mod algorithm;
 mod arch;
+mod condvar;
 mod lock;
 #[cfg(all(test, not(miri)))]
 mod model;
@@ -98,6 +99,7 @@ pub mod v04;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub use condvar::RawCondvar;
 pub use raw::{RawFairMutex, RawMutex};
 pub use reentrant::RawThreadId;
 
@@ -123,6 +125,34 @@ pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 
 /// A [`MutexGuard`] mapped to a part of the protected data.
 pub type MappedMutexGuard<'a, T> = lock_api::MappedMutexGuard<'a, RawMutex, T>;
+
+/// A condition variable for [`Mutex`]: [`lock_api::Condvar`] over
+/// [`RawCondvar`]. Its waits never return spuriously, its notifications
+/// return exact counts, and `notify_all` moves the waiters onto the
+/// mutex's waiter stack instead of waking them all (see [`RawCondvar`]).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// let pair = Arc::new((spinbit::Mutex::new(false), spinbit::Condvar::new()));
+/// let pair2 = Arc::clone(&pair);
+/// let t = std::thread::spawn(move || {
+///     let (ready, cv) = &*pair2;
+///     *ready.lock() = true;
+///     cv.notify_one();
+/// });
+/// let (ready, cv) = &*pair;
+/// let mut g = ready.lock();
+/// cv.wait_while(&mut g, |ready| !*ready);
+/// assert!(*g);
+/// drop(g);
+/// t.join().unwrap();
+/// ```
+pub type Condvar = lock_api::Condvar<RawCondvar>;
+
+/// A condition variable for [`FairMutex`]: as [`Condvar`], over
+/// [`RawCondvar<RawFairMutex>`].
+pub type FairCondvar = lock_api::Condvar<RawCondvar<RawFairMutex>>;
 
 /// A mutex whose every unlock is fair: [`lock_api::Mutex`] over
 /// [`RawFairMutex`], as `parking_lot::FairMutex` is over its raw fair mutex.

@@ -33,6 +33,14 @@ macro_rules! raw_mutex {
             }
         }
 
+        impl $name {
+            /// The lock itself, for the condition variable.
+            #[allow(dead_code)]
+            pub(crate) fn raw_lock(&self) -> &$crate::lock::Lock<$platform> {
+                &self.lock
+            }
+        }
+
         impl core::fmt::Debug for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.debug_struct(stringify!($name)).field("locked", &self.lock.is_locked()).finish()
@@ -255,6 +263,11 @@ impl RawFairMutex {
     /// A new, unlocked mutex (the same as [`lock_api::RawMutex::INIT`]).
     pub const fn new() -> Self {
         RawFairMutex(RawMutex::new())
+    }
+
+    /// The lock itself, for the condition variable.
+    pub(crate) fn raw_lock(&self) -> &crate::lock::Lock<Native> {
+        self.0.raw_lock()
     }
 }
 

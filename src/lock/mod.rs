@@ -146,7 +146,7 @@ fn write_stderr(bytes: &[u8]) {
 /// backstop for whatever else might. Free in the release build's paths: a
 /// landing pad, no instruction on the way through.
 #[inline(always)]
-fn no_unwind<P: Platform, R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn no_unwind<P: Platform, R>(f: impl FnOnce() -> R) -> R {
     if !P::ABORT_ON_UNWIND || P::FAULT == Fault::UnwindPastNode {
         return f();
     }
@@ -231,6 +231,29 @@ impl<P: Platform> Node<P> {
             renewed: NodeCell::new(false),
             parker: Parker::new(),
         }
+    }
+
+    /// A node whose waiter is about to sleep on it before any push (a
+    /// condition variable's wait): armed, as a push arms it.
+    pub(crate) fn parked() -> Self {
+        let node = Node::<P>::new();
+        node.parker.prepare();
+        node
+    }
+
+    /// The parker the node's waiter sleeps on.
+    pub(crate) fn parker(&self) -> &P::Parker {
+        &self.parker
+    }
+
+    /// Links the node to `older`, the next one of a chain for
+    /// [`Lock::push_chain`].
+    ///
+    /// # Safety
+    /// The node is on no stack, and no other thread accesses it.
+    pub(crate) unsafe fn link_to(&self, older: *mut Node<P>) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.next.set(older) };
     }
 }
 

@@ -244,6 +244,55 @@ impl<P: Platform> Lock<P> {
         }
     }
 
+    /// Pushes the nodes of parked waiters, linked through `next` from
+    /// `newest` down to `oldest`, onto the stack in one CAS, as if each had
+    /// pushed itself in that order, their starvation clocks starting now.
+    /// Only while the lock is held, as a push of its own: its holder's
+    /// unlock is then bound to see them. Returns `false`, pushing nothing,
+    /// if the lock is free.
+    ///
+    /// # Safety
+    /// Each node is armed ([`Node::parked`]) and linked to the next older
+    /// one of the chain, is on no stack, and its thread sleeps on its
+    /// parker and, however that sleep ends, goes on in
+    /// [`Lock::wait_requeued`] once this returns `true`.
+    pub(crate) unsafe fn push_chain(&self, newest: *mut Node<P>, oldest: *mut Node<P>) -> bool {
+        let since = P::clock();
+        let mut n = newest;
+        loop {
+            // SAFETY: on no stack yet, and their threads read none of these
+            // fields before a stack owner pops them.
+            unsafe {
+                (*n).prev.set(ptr::null_mut());
+                (*n).tail.set(ptr::null_mut());
+                (*n).passes.set(0);
+                (*n).since.set(since);
+                if n == oldest {
+                    break;
+                }
+                n = (*n).next.get();
+            }
+        }
+        let mut s = self.state.load(Relaxed);
+        loop {
+            if s.addr() & LOCKED == 0 {
+                return false;
+            }
+            // SAFETY: as above.
+            unsafe { (*oldest).next.set(head(s)) };
+            // Release: publishes the nodes' fields to the stack owner that
+            // will pop them, as a push does. Failure Relaxed: we link to the
+            // fresh head next round, reading no node.
+            match self.state.compare_exchange(s, with_flags(newest, flags(s)), Release, Relaxed) {
+                Ok(_) => {
+                    P::record(Event::Requeued);
+                    return true;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
     /// One CAS that takes the stack from `s` (which has STACK_LOCKED
     /// clear), with `order` on success: each caller says why Acquire.
     /// Returns the word it wrote (`s` with STACK_LOCKED); on failure, the

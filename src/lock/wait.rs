@@ -20,11 +20,57 @@ impl<P: Platform> Lock<P> {
     #[inline(always)]
     pub(super) fn wait(&self, deadline: Option<Deadline<P>>) -> bool {
         let node = Node::<P>::new();
+        let mut w = Waiter::new::<P>();
+        self.wait_with(&node, &mut w, self.state.load(Relaxed), deadline)
+    }
+
+    /// The rest of `lock` for a waiter whose node [`Lock::push_chain`]
+    /// moved onto the stack while it slept on the node's parker (a
+    /// condition variable's requeue); `woke` is how that sleep ended: a
+    /// stack owner popped and woke it, nudged it, or its own deadline
+    /// passed (which no longer counts: the wait is now for the lock).
+    /// Returns once the lock is ours.
+    pub(crate) fn wait_requeued(&self, node: &Node<P>, woke: Woke) {
+        no_unwind::<P, _>(|| {
+            let me: *mut Node<P> = ptr::from_ref(node).cast_mut();
+            let mut w = Waiter::new::<P>();
+            // As after a push of our own, whose clock `push_chain` started.
+            w.slept = true;
+            w.clocked = true;
+            // SAFETY: written before the push; stack owners only read it.
+            w.pushed_at = unsafe { node.since.get() };
+            if woke != Woke::Unparked {
+                // No deadline: the sleep ends with a wake.
+                self.sleep(
+                    node,
+                    me,
+                    None,
+                    false,
+                    (&mut w.marked, &mut w.popped_starving, &mut w.woken_awake),
+                    woke == Woke::Nudged,
+                );
+            }
+            let s = match self.after_wake(node, &mut w) {
+                Step::Done(_) => return,
+                Step::Again(s) => s,
+                Step::Next => self.state.load(Relaxed),
+            };
+            self.wait_with(node, &mut w, s, None);
+        });
+    }
+
+    /// `wait`'s loop, on our node, from `s`, a recent value of the word.
+    #[inline(always)]
+    fn wait_with(
+        &self,
+        node: &Node<P>,
+        w: &mut Waiter,
+        mut s: *mut Node<P>,
+        deadline: Option<Deadline<P>>,
+    ) -> bool {
         // A shared borrow is enough: every field the stack owner writes is a
         // cell.
-        let me: *mut Node<P> = ptr::from_ref(&node).cast_mut();
-        let mut w = Waiter::new::<P>();
-        let mut s = self.state.load(Relaxed);
+        let me: *mut Node<P> = ptr::from_ref(node).cast_mut();
         loop {
             if s.addr() & LOCKED == 0 {
                 // Also in starvation mode: LOCKED is clear there only for the
@@ -42,12 +88,12 @@ impl<P: Platform> Lock<P> {
             if deadline.is_some_and(|d| P::expired(d, w.slept)) {
                 return self.give_up(s, w.spinner);
             }
-            let mut step = self.spin_step(&mut w, s);
+            let mut step = self.spin_step(w, s);
             if let Step::Next = step {
-                step = self.yield_step(&node, &mut w, s);
+                step = self.yield_step(node, w, s);
             }
             if let Step::Next = step {
-                step = self.sleep_step(&node, me, &mut w, s, deadline);
+                step = self.sleep_step(node, me, w, s, deadline);
             }
             s = match step {
                 Step::Done(taken) => return taken,
@@ -250,6 +296,7 @@ impl<P: Platform> Lock<P> {
                     deadline,
                     backed_up,
                     (&mut w.marked, &mut w.popped_starving, &mut w.woken_awake),
+                    false,
                 ) {
                     // SAFETY: our node is (or was) on this lock's stack.
                     if unsafe { self.leave(me) } {
@@ -348,6 +395,10 @@ impl<P: Platform> Lock<P> {
     /// bound on the others' backstop, and the 2-thread cells saved CPU but
     /// lost enough throughput to turn leads over the peers into losses
     /// (measured: docs/benchmarks.md, "Measuring a build variant").
+    ///
+    /// With `nudged_first`, the sleep began elsewhere and a nudge ended it
+    /// (a condition variable's wait whose node was moved onto our stack,
+    /// see `wait_requeued`): we act on the nudge before we park.
     #[inline(always)]
     pub(super) fn sleep(
         &self,
@@ -356,6 +407,7 @@ impl<P: Platform> Lock<P> {
         deadline: Option<Deadline<P>>,
         backed_up: bool,
         (marked, popped, awake): (&mut bool, &mut bool, &mut bool),
+        mut nudged_first: bool,
     ) -> bool {
         loop {
             let starve_at = if *marked {
@@ -367,7 +419,10 @@ impl<P: Platform> Lock<P> {
             };
             // The earlier of the two deadlines, and whether it is the
             // starvation one.
+            // A requeued waiter's sleep began on a condition variable, and a
+            // nudge may have ended it (`wait_requeued`).
             let (woke, starving) = match (deadline, starve_at) {
+                _ if core::mem::take(&mut nudged_first) => (Woke::Nudged, false),
                 (None, None) => (node.parker.park(), false),
                 (Some(d), None) => (node.parker.park_until(d), false),
                 (None, Some(t)) => (node.parker.park_until(t), true),

@@ -636,6 +636,9 @@ pub(crate) enum Event {
     /// A nudged sleeper, popped by a plain wake before it marked itself
     /// anew, pushed itself again: its nudge no longer counts.
     NudgeOvertaken,
+    /// A condition variable moved parked waiters onto the stack
+    /// (`Lock::push_chain`).
+    Requeued,
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,

@@ -1,0 +1,468 @@
+//! The condition variable: one word, pointing to a list of waiters whose
+//! nodes live on their own stacks, as the mutex's do.
+//!
+//! A waiter's node is a mutex node ([`Node`]) with the list's links. It
+//! sleeps on that node's parker from the moment it is on the list, so a
+//! notification can do one of three things with it, decided under the
+//! list's lock:
+//!
+//! - **requeue** it: move the node onto the mutex's waiter stack
+//!   ([`Lock::push_chain`], only while the mutex is held), where the
+//!   mutex's unlocks wake it in their turn, as a waiter that pushed itself
+//!   (`notify_all` moves every waiter in one CAS: no thundering herd);
+//! - **hand** it the mutex: with the mutex free, `notify_all` takes it for
+//!   the oldest waiter and wakes that one owning it (the rest go onto the
+//!   mutex's stack, which its unlock serves);
+//! - **wake** it: `notify_one` with the mutex free; it locks the mutex
+//!   itself.
+//!
+//! A waiter whose timed wait runs out takes the list's lock: if it is still
+//! on the list it unlinks itself and reports the timeout (no notification
+//! ever counted it); otherwise a notification took it first and it goes on
+//! as that notification says. So `wait` returns only after a notification
+//! or a timeout, and the counts that `notify_one` and `notify_all` return
+//! are exact.
+//!
+//! The list's lock is the word's low bit. Its owners never block while
+//! they hold it: they edit the list and, notifying, push onto the mutex's
+//! stack with a CAS loop, take the mutex with one RMW, or neither; wakes
+//! come after they give it back.
+
+use core::ptr;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::lock::{Lock, Node, no_unwind};
+use crate::platform::{Deadline, NodeCell, Parker, Platform, StateWord, Woke};
+
+/// On the list.
+const WAITING: u8 = 0;
+/// Taken off the list and woken: it locks the mutex itself.
+const NOTIFIED: u8 = 1;
+/// Taken off the list and woken owning the mutex, which the notifier took
+/// for it.
+const HANDED: u8 = 2;
+/// Moved onto the mutex's waiter stack.
+const REQUEUED: u8 = 3;
+
+/// The word's lock bit; the rest is the address of the oldest waiter.
+const LIST_LOCKED: usize = 1;
+
+/// A waiter on a condition variable: a mutex node, first (the list and the
+/// mutex's stack hold its address), and the list's links.
+#[repr(C)]
+pub(crate) struct Waiter<P: Platform> {
+    node: Node<P>,
+    /// The next newer and the next older waiter: the list is a ring, and
+    /// the word points to its oldest waiter.
+    newer: P::Cell<*mut Waiter<P>>,
+    older: P::Cell<*mut Waiter<P>>,
+    /// `WAITING` until a notification takes it off the list.
+    state: P::Cell<u8>,
+    /// The mutex it waits with.
+    lock: P::Cell<*const Lock<P>>,
+}
+
+/// The condition variable's word.
+pub(crate) struct Cond<P: Platform> {
+    pub(crate) word: P::State,
+}
+
+impl<P: Platform> Cond<P> {
+    /// Unlocks the mutex through `unlock` and sleeps until a notification
+    /// or, with a deadline, until it passes; then holds the mutex again.
+    /// Returns whether the deadline ended the wait (no notification
+    /// counted this waiter).
+    ///
+    /// # Panics
+    /// If other threads wait on this condition variable with another
+    /// mutex (before `unlock` is called: the caller still holds its own).
+    ///
+    /// # Safety
+    /// The caller holds `lock`, and `unlock` releases it.
+    pub(crate) unsafe fn wait(
+        &self,
+        lock: &Lock<P>,
+        unlock: impl FnOnce(),
+        deadline: Option<Deadline<P>>,
+    ) -> bool {
+        let me: Waiter<P> = Waiter {
+            node: Node::parked(),
+            newer: NodeCell::new(ptr::null_mut()),
+            older: NodeCell::new(ptr::null_mut()),
+            state: NodeCell::new(WAITING),
+            lock: NodeCell::new(ptr::from_ref(lock)),
+        };
+        let mp = ptr::from_ref(&me).cast_mut();
+        let oldest = self.lock_list();
+        // SAFETY: we own the list: its waiters stay on it, their fields
+        // ours to read and write, until we give it back.
+        unsafe {
+            if !oldest.is_null() && !ptr::eq((*oldest).lock.get(), lock) {
+                self.unlock_list(oldest);
+                panic!("a spinbit condition variable was used with two mutexes at once");
+            }
+            let oldest = if oldest.is_null() {
+                me.newer.set(mp);
+                me.older.set(mp);
+                mp
+            } else {
+                let newest = (*oldest).older.get();
+                (*newest).newer.set(mp);
+                me.older.set(newest);
+                me.newer.set(oldest);
+                (*oldest).older.set(mp);
+                oldest
+            };
+            self.unlock_list(oldest);
+        }
+        // Our node is on the list from here on: abort rather than unwind
+        // past it.
+        no_unwind::<P, _>(|| {
+            // After we are on the list: a notification that follows this
+            // unlock (and that of any thread that takes the mutex after it)
+            // finds us.
+            unlock();
+            let woke = match deadline {
+                None => me.node.parker().park(),
+                Some(d) => me.node.parker().park_until(d),
+            };
+            self.finish(&me, lock, woke)
+        })
+    }
+
+    /// The end of `wait`, once its sleep ended with `woke`.
+    fn finish(&self, me: &Waiter<P>, lock: &Lock<P>, woke: Woke) -> bool {
+        let state = match woke {
+            // Only a node on the mutex's stack is nudged.
+            Woke::Nudged => REQUEUED,
+            // SAFETY: the notifier (or the stack owner that popped us after
+            // a requeue) wrote it before the wake, whose Release the park
+            // acquired, and nobody writes it any more.
+            Woke::Unparked => unsafe { me.state.get() },
+            Woke::TimedOut => {
+                let oldest = self.lock_list();
+                // SAFETY: we own the list; a notifier writes `state` only
+                // while it owns it.
+                let state = unsafe { me.state.get() };
+                if state == WAITING {
+                    // SAFETY: we own the list and are on it.
+                    let oldest = unsafe { unlink(oldest, ptr::from_ref(me).cast_mut()) };
+                    self.unlock_list(oldest);
+                    lock.lock();
+                    return true;
+                }
+                self.unlock_list(oldest);
+                // A notification came first. If it woke us (or is about
+                // to), the wake must land before our node goes away.
+                if state != REQUEUED && me.node.parker().park() != Woke::Unparked {
+                    P::broken("a spinbit condition variable waiter off every list was nudged");
+                }
+                state
+            }
+        };
+        match state {
+            NOTIFIED => lock.lock(),
+            HANDED => {}
+            REQUEUED => lock.wait_requeued(&me.node, woke),
+            _ => P::broken("a spinbit condition variable waiter woke while on the list"),
+        }
+        false
+    }
+
+    /// Wakes the oldest waiter, or moves it onto its mutex's waiter stack
+    /// if the mutex is held (its unlocks wake it there). Returns whether
+    /// there was a waiter.
+    pub(crate) fn notify_one(&self) -> bool {
+        // Relaxed: a waiter that a notification must find registered
+        // before it released the mutex, which the notifier (or a thread it
+        // follows) took since; see the `algorithm` docs.
+        if self.word.load(Relaxed).is_null() {
+            return false;
+        }
+        let oldest = self.lock_list();
+        if oldest.is_null() {
+            self.unlock_list(oldest);
+            return false;
+        }
+        // SAFETY: we own the list and `oldest` is on it; its thread sleeps
+        // until we (or, after a requeue, the mutex's unlocks) wake it, and
+        // its mutex lives while it waits. We touch the node no more once
+        // it is on the mutex's stack.
+        unsafe {
+            let w = oldest;
+            let rest = unlink(oldest, w);
+            let lock = &*(*w).lock.get();
+            let node = ptr::from_ref(&(*w).node).cast_mut();
+            (*w).state.set(REQUEUED);
+            let requeued = lock.push_chain(node, node);
+            if !requeued {
+                (*w).state.set(NOTIFIED);
+            }
+            self.unlock_list(rest);
+            if !requeued {
+                P::Parker::unpark((*w).node.parker());
+            }
+        }
+        true
+    }
+
+    /// Moves every waiter onto the mutex's waiter stack, oldest first, in
+    /// one CAS while the mutex is held; with the mutex free, takes it for
+    /// the oldest waiter, wakes that one owning it and moves the rest.
+    /// Returns how many waiters there were.
+    pub(crate) fn notify_all(&self) -> usize {
+        // Relaxed: as in `notify_one`.
+        if self.word.load(Relaxed).is_null() {
+            return 0;
+        }
+        let oldest = self.lock_list();
+        if oldest.is_null() {
+            self.unlock_list(oldest);
+            return 0;
+        }
+        // SAFETY: as in `notify_one`, for every waiter on the list, which
+        // we take whole; all of them wait with the same mutex (`wait`
+        // checks).
+        unsafe {
+            let newest = (*oldest).older.get();
+            let lock = &*(*oldest).lock.get();
+            // The chain for `push_chain`: each node linked to the next
+            // older one.
+            let mut n = 1;
+            let mut w = newest;
+            while w != oldest {
+                let older = (*w).older.get();
+                (*w).node.link_to(ptr::from_ref(&(*older).node).cast_mut());
+                (*w).state.set(REQUEUED);
+                w = older;
+                n += 1;
+            }
+            (*oldest).state.set(REQUEUED);
+            let top = ptr::from_ref(&(*newest).node).cast_mut();
+            let bottom = ptr::from_ref(&(*oldest).node).cast_mut();
+            let mut handed = false;
+            while !lock.push_chain(top, bottom) {
+                // The mutex is free: take it for the oldest waiter, and
+                // move the rest (if any) while we hold it.
+                if lock.try_lock() {
+                    (*oldest).state.set(HANDED);
+                    if oldest != newest {
+                        let second = ptr::from_ref(&(*(*oldest).newer.get()).node).cast_mut();
+                        if !lock.push_chain(top, second) {
+                            P::broken("a spinbit mutex held for a requeue was free");
+                        }
+                    }
+                    handed = true;
+                    break;
+                }
+            }
+            self.unlock_list(ptr::null_mut());
+            if handed {
+                P::Parker::unpark((*oldest).node.parker());
+            }
+            n
+        }
+    }
+
+    /// Takes the list's lock; returns the oldest waiter (or null).
+    fn lock_list(&self) -> *mut Waiter<P> {
+        let mut waits = 0;
+        let mut s = self.word.load(Relaxed);
+        loop {
+            if s.addr() & LIST_LOCKED != 0 {
+                // Its owner never blocks while it holds it.
+                P::wait_for_stack(&mut waits);
+                s = self.word.load(Relaxed);
+                continue;
+            }
+            // Acquire: the list and its waiters' fields as the last owner
+            // left them. Failure Relaxed: we read no waiter before we own
+            // the list.
+            match self.word.compare_exchange(s, s.map_addr(|a| a | LIST_LOCKED), Acquire, Relaxed) {
+                Ok(_) => return s.cast(),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Gives the list's lock back, with `oldest` as its oldest waiter.
+    fn unlock_list(&self, oldest: *mut Waiter<P>) {
+        // Only the list's owner writes the word, so the CAS finds what the
+        // owner last wrote. Release: our list edits and waiters' states,
+        // for the next owner and for the waiter that reads its state after
+        // a timeout.
+        let mut s = self.word.load(Relaxed);
+        loop {
+            match self.word.compare_exchange(s, oldest.cast(), Release, Relaxed) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+}
+
+/// Takes `w` off the ring whose oldest waiter is `oldest`; returns the new
+/// oldest (null if the ring is now empty).
+///
+/// # Safety
+/// The caller owns the list, and `w` is on it.
+unsafe fn unlink<P: Platform>(oldest: *mut Waiter<P>, w: *mut Waiter<P>) -> *mut Waiter<P> {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let newer = (*w).newer.get();
+        if newer == w {
+            return ptr::null_mut();
+        }
+        let older = (*w).older.get();
+        (*older).newer.set(newer);
+        (*newer).older.set(older);
+        if w == oldest { newer } else { oldest }
+    }
+}
+
+/// A condition variable for spinbit's mutexes: one machine word. Use it
+/// through [`crate::Condvar`] (with [`crate::Mutex`]) or
+/// [`crate::FairCondvar`] (with [`crate::FairMutex`]).
+///
+/// **No spurious wakeups**: a wait returns only after a notification took
+/// it, or, for the timed waits, once its deadline has passed; so
+/// `notify_one` returns whether it notified a waiter and `notify_all` how
+/// many, exactly, and a waiter whose timed wait ran out is never counted
+/// (its `WaitTimeoutResult` says it timed out).
+///
+/// **Requeue instead of a thundering herd**: `notify_all` moves the waiters
+/// onto the mutex's own waiter stack in one step while the mutex is held;
+/// its unlocks then wake them one at a time, as any other waiters, with the
+/// same bound on waiting. With the mutex free, the oldest waiter is woken
+/// owning it and the rest are moved. `notify_one` moves its waiter likewise
+/// if the mutex is held, and wakes it otherwise.
+///
+/// Waiting with one mutex while other threads wait on the same condition
+/// variable with another panics (before the wait unlocks anything); one
+/// mutex after another is fine.
+pub struct RawCondvar<M = crate::RawMutex> {
+    cond: Cond<crate::platform::native::Native>,
+    mutex: core::marker::PhantomData<M>,
+}
+
+const _: () = assert!(size_of::<RawCondvar>() == size_of::<usize>());
+
+impl<M> RawCondvar<M> {
+    /// A new condition variable with no waiters (the same as
+    /// [`lock_api::RawCondvar::INIT`]).
+    pub const fn new() -> Self {
+        RawCondvar {
+            cond: Cond { word: core::sync::atomic::AtomicPtr::new(ptr::null_mut()) },
+            mutex: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<M> Default for RawCondvar<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M> core::fmt::Debug for RawCondvar<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RawCondvar")
+            .field("waiters", &!self.cond.word.load(Relaxed).is_null())
+            .finish()
+    }
+}
+
+/// The `lock_api` traits for a condition variable over `$mutex`.
+macro_rules! raw_condvar {
+    ($mutex:ty) => {
+        // SAFETY: `wait` puts the waiter on the list before it unlocks the
+        // mutex, and notifications take waiters off the list under the
+        // list's lock, so a notification after the unlock finds it; it
+        // returns holding the mutex again (locked by itself, or handed to
+        // it), never unwinds once it unlocked (it aborts instead), and
+        // panics (two mutexes) only before the unlock. Notifications count
+        // exactly the waiters they took off the list, and a timed-out
+        // waiter takes itself off before it returns.
+        unsafe impl lock_api::RawCondvar for RawCondvar<$mutex> {
+            #[allow(clippy::declare_interior_mutable_const)]
+            const INIT: Self = Self::new();
+
+            type RawMutex = $mutex;
+
+            /// Unlocks `mutex`, sleeps until a notification, and holds
+            /// `mutex` again. It never returns spuriously.
+            ///
+            /// # Panics
+            ///
+            /// If other threads wait on this condition variable with
+            /// another mutex (the caller still holds `mutex` then).
+            ///
+            /// # Safety
+            ///
+            /// As for [`lock_api::RawCondvar::wait`].
+            unsafe fn wait(&self, mutex: &$mutex, guard: &mut lock_api::GuardSend) {
+                // SAFETY: the caller holds `mutex`, which the closure
+                // unlocks once.
+                unsafe {
+                    self.cond.wait(
+                        mutex.raw_lock(),
+                        || lock_api::RawMutex::unlock(mutex, lock_api::GuardSend::new()),
+                        None,
+                    );
+                }
+                *guard = lock_api::GuardSend::new();
+            }
+
+            /// Wakes the oldest waiter (or moves it onto the mutex's waiter
+            /// stack if the mutex is held); returns whether there was one.
+            fn notify_one(&self) -> bool {
+                self.cond.notify_one()
+            }
+
+            /// Moves every waiter onto the mutex's waiter stack (with the
+            /// mutex free, the oldest is woken owning it); returns how many
+            /// there were.
+            fn notify_all(&self) -> usize {
+                self.cond.notify_all()
+            }
+        }
+
+        // SAFETY: as for `wait`, with the deadline: a waiter whose sleep
+        // runs out reports a timeout only if it took itself off the list.
+        unsafe impl lock_api::RawCondvarTimed for RawCondvar<$mutex> {
+            fn checked_duration_to_instant(
+                timeout: &std::time::Duration,
+            ) -> Option<std::time::Instant> {
+                std::time::Instant::now().checked_add(*timeout)
+            }
+
+            /// As `wait`, until `timeout` at the latest: `true` if the
+            /// deadline ended the wait (never before it), `false` after a
+            /// notification.
+            ///
+            /// # Safety
+            ///
+            /// As for [`lock_api::RawCondvar::wait`].
+            unsafe fn wait_until(
+                &self,
+                mutex: &$mutex,
+                guard: &mut lock_api::GuardSend,
+                timeout: &std::time::Instant,
+            ) -> bool {
+                // SAFETY: as in `wait`.
+                let timed_out = unsafe {
+                    self.cond.wait(
+                        mutex.raw_lock(),
+                        || lock_api::RawMutex::unlock(mutex, lock_api::GuardSend::new()),
+                        Some(*timeout),
+                    )
+                };
+                *guard = lock_api::GuardSend::new();
+                timed_out
+            }
+        }
+    };
+}
+
+raw_condvar!(crate::RawMutex);
+raw_condvar!(crate::RawFairMutex);
