@@ -32,7 +32,7 @@ use core::ptr;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::lock::{Lock, Node, no_unwind};
-use crate::platform::{Deadline, NodeCell, Parker, Platform, StateWord, Woke};
+use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, StateWord, Woke};
 
 /// On the list.
 const WAITING: u8 = 0;
@@ -93,6 +93,14 @@ impl<P: Platform> Cond<P> {
             lock: NodeCell::new(ptr::from_ref(lock)),
         };
         let mp = ptr::from_ref(&me).cast_mut();
+        let mut unlock = Some(unlock);
+        if P::FAULT == Fault::CondUnlocksBeforeListing {
+            // Broken on purpose: a notification may come before we are on
+            // the list.
+            if let Some(u) = unlock.take() {
+                u();
+            }
+        }
         let oldest = self.lock_list();
         // SAFETY: we own the list: its waiters stay on it, their fields
         // ours to read and write, until we give it back.
@@ -121,7 +129,9 @@ impl<P: Platform> Cond<P> {
             // After we are on the list: a notification that follows this
             // unlock (and that of any thread that takes the mutex after it)
             // finds us.
-            unlock();
+            if let Some(unlock) = unlock {
+                unlock();
+            }
             let woke = match deadline {
                 None => me.node.parker().park(),
                 Some(d) => me.node.parker().park_until(d),
@@ -148,10 +158,20 @@ impl<P: Platform> Cond<P> {
                     // SAFETY: we own the list and are on it.
                     let oldest = unsafe { unlink(oldest, ptr::from_ref(me).cast_mut()) };
                     self.unlock_list(oldest);
+                    P::record(Event::CondTimedOut);
                     lock.lock();
                     return true;
                 }
                 self.unlock_list(oldest);
+                P::record(Event::CondTimeoutOvertaken);
+                if P::FAULT == Fault::TimeoutAfterNotification && state != REQUEUED {
+                    // Broken on purpose: counted by the notification, and
+                    // reporting a timeout all the same.
+                    if me.node.parker().park() == Woke::Unparked && state == NOTIFIED {
+                        lock.lock();
+                    }
+                    return true;
+                }
                 // A notification came first. If it woke us (or is about
                 // to), the wake must land before our node goes away.
                 if state != REQUEUED && me.node.parker().park() != Woke::Unparked {
@@ -196,6 +216,7 @@ impl<P: Platform> Cond<P> {
             (*w).state.set(REQUEUED);
             let requeued = lock.push_chain(node, node);
             if !requeued {
+                P::record(Event::CondWoken);
                 (*w).state.set(NOTIFIED);
             }
             self.unlock_list(rest);
@@ -238,13 +259,18 @@ impl<P: Platform> Cond<P> {
                 n += 1;
             }
             (*oldest).state.set(REQUEUED);
-            let top = ptr::from_ref(&(*newest).node).cast_mut();
+            let mut top = ptr::from_ref(&(*newest).node).cast_mut();
+            if P::FAULT == Fault::RequeueLosesNewest && oldest != newest {
+                // Broken on purpose: the newest waiter is left behind.
+                top = ptr::from_ref(&(*(*newest).older.get()).node).cast_mut();
+            }
             let bottom = ptr::from_ref(&(*oldest).node).cast_mut();
             let mut handed = false;
             while !lock.push_chain(top, bottom) {
                 // The mutex is free: take it for the oldest waiter, and
                 // move the rest (if any) while we hold it.
                 if lock.try_lock() {
+                    P::record(Event::CondHanded);
                     (*oldest).state.set(HANDED);
                     if oldest != newest {
                         let second = ptr::from_ref(&(*(*oldest).newer.get()).node).cast_mut();

@@ -3044,3 +3044,287 @@ fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
 fn broken_timed_out_top_retries_its_unlink_with_a_relaxed_look() {
     leave_under_a_push::<RELAXED_LEAVE_RETRY>(false, bound(0, 0));
 }
+
+/// Models of the condition variable (`crate::condvar`): a notification
+/// racing the wait's unlock, `notify_all`'s requeue onto the mutex's stack
+/// with the mutex held and free (plain and fair unlocks), `notify_one` to
+/// a waiter whose mutex has sleepers, a timed wait racing a notification,
+/// and spurious futex returns. Each asserts that its scenario happened.
+mod condvar {
+    use super::*;
+    use crate::condvar::Cond;
+
+    fn cond<P: Model>() -> &'static Cond<P> {
+        Box::leak(Box::new(Cond { word: LoomState::new() }))
+    }
+
+    /// Whether the condition variable's word is clear: no waiter, no owner.
+    fn cv_empty<P: Model>(cv: &Cond<P>) -> bool {
+        let w: *mut Node<P> = cv.word.load(Relaxed);
+        w.is_null()
+    }
+
+    /// The guarded value, read by a thread that holds the lock.
+    fn read_locked<P: Model>(g: &Guarded<P>) -> usize {
+        // SAFETY: the caller holds the lock.
+        g.data.with(|p| unsafe { *p })
+    }
+
+    /// Waits on `cv` (the caller holds `g`'s lock; it holds it again on
+    /// return, unlocked fairly with `fair`); returns whether the deadline
+    /// ended the wait.
+    fn wait_on<P: Model>(
+        g: &'static Guarded<P>,
+        cv: &Cond<P>,
+        deadline: Option<ModelDeadline>,
+        fair: bool,
+    ) -> bool {
+        // SAFETY: the caller holds `g.lock`, which the closure unlocks once.
+        unsafe {
+            cv.wait(
+                &g.lock,
+                || {
+                    if fair {
+                        g.lock.unlock_fair();
+                    } else {
+                        g.lock.unlock();
+                    }
+                },
+                deadline,
+            )
+        }
+    }
+
+    /// Until the guarded value is `v`, looked at with the lock held: the
+    /// waiters that wrote it under the lock and then waited are on the
+    /// list (a wait lists itself before it unlocks).
+    fn until_value<P: Model>(g: &'static Guarded<P>, v: usize, then_hold: bool) {
+        loop {
+            g.lock.lock();
+            if read_locked(g) == v {
+                if !then_hold {
+                    // SAFETY: locked just above.
+                    unsafe { g.lock.unlock() };
+                }
+                return;
+            }
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+            thread::yield_now();
+        }
+    }
+
+    /// A waiter that waits for the flag (the guarded value set to 1 by the
+    /// main thread under the lock), and a notification right after the
+    /// main thread's unlock, which may race the waiter's own unlock inside
+    /// `wait`. The waiter must wake (no lost notification), and only after
+    /// the flag was set (no spurious wakeup).
+    fn notify_races_the_wait<P: Model>(bound: Bound) -> Seen {
+        explore(bound, || {
+            let g = Guarded::<P>::new();
+            let cv = cond::<P>();
+            let w = thread::spawn(move || {
+                g.lock.lock();
+                while read_locked(g) == 0 {
+                    assert!(!wait_on(g, cv, None, false), "an untimed wait timed out");
+                    assert_ne!(read_locked(g), 0, "a wait returned without a notification");
+                }
+                g.append_locked(2);
+                // SAFETY: held since the wait returned.
+                unsafe { g.lock.unlock() };
+            });
+            g.lock.lock();
+            g.append_locked(1);
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+            cv.notify_one();
+            w.join().unwrap();
+            assert_eq!(g.value(), 12);
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+            assert!(cv_empty(cv), "the condvar keeps a waiter");
+        })
+    }
+
+    #[test]
+    fn a_notification_racing_the_waits_unlock_is_not_lost() {
+        let seen = notify_races_the_wait::<Fifo>(bound(2, 3));
+        assert!(seen.of(Event::CondWoken) + seen.of(Event::Requeued) > 0, "{seen:?}");
+    }
+
+    #[test]
+    fn spurious_futex_returns_make_no_spurious_wakeup() {
+        let seen = notify_races_the_wait::<Spurious<2>>(bound(1, 2));
+        assert!(seen.spurious > 0, "{seen:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "deadlock")]
+    fn broken_wait_unlocks_before_it_is_on_the_list() {
+        notify_races_the_wait::<Fifo<COND_UNLOCKS_BEFORE_LISTING>>(bound(1, 1));
+    }
+
+    thread_local! {
+        /// Some execution of `requeue_all` handed the free mutex to the
+        /// oldest waiter, and some moved both onto a held mutex's stack.
+        static HANDED_AND_MOVED: Cell<(bool, bool)> = const { Cell::new((false, false)) };
+    }
+
+    /// Two waiters (digit 1 as they wait, 2 once woken) and a `notify_all`
+    /// with the mutex held (`held`) or not: it must count both, and both
+    /// must get the lock in turn, whether they were moved onto the
+    /// mutex's stack or the oldest was handed the free mutex. With `fair`,
+    /// the waits and the woken waiters unlock fairly.
+    fn requeue_all<P: Model>(held: bool, fair: bool, bound: Bound) -> Seen {
+        HANDED_AND_MOVED.set((false, false));
+        explore(bound, move || {
+            let before = Seen::now();
+            let g = Guarded::<P>::new();
+            let cv = cond::<P>();
+            let waiter = move || {
+                g.lock.lock();
+                g.append_locked(1);
+                assert!(!wait_on(g, cv, None, fair));
+                g.append_locked(2);
+                // SAFETY: held since the wait returned.
+                unsafe {
+                    if fair {
+                        g.lock.unlock_fair();
+                    } else {
+                        g.lock.unlock();
+                    }
+                }
+            };
+            let ws = [thread::spawn(waiter), thread::spawn(waiter)];
+            until_value(g, 11, held);
+            let n = cv.notify_all();
+            if held {
+                // SAFETY: held since `until_value`.
+                unsafe { g.lock.unlock() };
+            }
+            assert_eq!(n, 2, "notify_all miscounted two waiters");
+            ws.into_iter().for_each(|h| h.join().unwrap());
+            assert_eq!(g.value(), 1122);
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+            assert!(cv_empty(cv), "the condvar keeps a waiter");
+            let seen = Seen::now().since(&before);
+            let (h, m) = HANDED_AND_MOVED.get();
+            HANDED_AND_MOVED
+                .set((h || seen.of(Event::CondHanded) > 0, m || seen.of(Event::Requeued) > 0));
+        })
+    }
+
+    #[test]
+    fn notify_all_moves_the_waiters_onto_a_held_mutex() {
+        requeue_all::<Fifo>(true, false, bound(1, 2));
+        assert_eq!(HANDED_AND_MOVED.get(), (false, true));
+    }
+
+    #[test]
+    fn notify_all_hands_a_free_mutex_to_the_oldest_waiter() {
+        requeue_all::<Fifo>(false, false, bound(1, 2));
+        assert!(HANDED_AND_MOVED.get().0);
+    }
+
+    #[test]
+    fn notify_all_requeues_beside_fair_unlocks() {
+        requeue_all::<Fifo>(true, true, bound(1, 1));
+        assert!(HANDED_AND_MOVED.get().1);
+    }
+
+    #[test]
+    #[should_panic(expected = "deadlock")]
+    fn broken_requeue_loses_the_newest_waiter() {
+        requeue_all::<Fifo<REQUEUE_LOSES_NEWEST>>(true, false, bound(0, 0));
+    }
+
+    /// A waiter on the condition variable (digits 1, then 2 once woken)
+    /// and a sleeper on the mutex (3); the main thread holds the mutex,
+    /// notifies the waiter (moved onto the mutex's stack beside the
+    /// sleeper) and unlocks: both get the lock.
+    fn notify_one_beside_a_sleeper(bound: Bound) -> Seen {
+        explore(bound, || {
+            let g = Guarded::<Fifo>::new();
+            let cv = cond::<Fifo>();
+            let w = thread::spawn(move || {
+                g.lock.lock();
+                g.append_locked(1);
+                assert!(!wait_on(g, cv, None, false));
+                g.append_locked(2);
+                // SAFETY: held since the wait returned.
+                unsafe { g.lock.unlock() };
+            });
+            until_value(g, 1, true);
+            let s = thread::spawn(move || g.turn(3));
+            g.wait_for(|w| w & !FLAGS != 0);
+            assert!(cv.notify_one(), "notify_one missed a waiter");
+            // SAFETY: held since `until_value`.
+            unsafe { g.lock.unlock() };
+            w.join().unwrap();
+            s.join().unwrap();
+            let v = g.value();
+            assert!(v == 123 || v == 132, "order {v}");
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+        })
+    }
+
+    #[test]
+    fn notify_one_moves_a_waiter_beside_the_mutexs_sleeper() {
+        let seen = notify_one_beside_a_sleeper(bound(1, 2));
+        assert!(seen.of(Event::Requeued) > 0, "{seen:?}");
+    }
+
+    thread_local! {
+        /// Some execution of `timed_wait_races_a_notification` timed out
+        /// before the notification, and some after it took the waiter.
+        static TIMED_OUT_BOTH_WAYS: Cell<(bool, bool)> = const { Cell::new((false, false)) };
+    }
+
+    /// A timed waiter whose wait times out (the model's deadline) while
+    /// the main thread notifies it: the notification counts it exactly
+    /// when the waiter does not report a timeout.
+    fn timed_wait_races_a_notification<P: Model>(bound: Bound) -> Seen {
+        TIMED_OUT_BOTH_WAYS.set((false, false));
+        explore(bound, || {
+            let before = Seen::now();
+            let g = Guarded::<P>::new();
+            let cv = cond::<P>();
+            let w = thread::spawn(move || {
+                allow_my_timeouts(1, None);
+                g.lock.lock();
+                g.append_locked(1);
+                let timed_out = wait_on(g, cv, Some(ModelDeadline::Timed), false);
+                // SAFETY: held since the wait returned.
+                unsafe { g.lock.unlock() };
+                timed_out
+            });
+            until_value(g, 1, false);
+            let notified = cv.notify_one();
+            let timed_out = w.join().unwrap();
+            assert_eq!(
+                notified, !timed_out,
+                "notified: {notified}, timed out: {timed_out}: a count that includes a waiter that \
+                 timed out, or a notification lost"
+            );
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+            assert!(cv_empty(cv), "the condvar keeps a waiter");
+            let seen = Seen::now().since(&before);
+            let (a, b) = TIMED_OUT_BOTH_WAYS.get();
+            TIMED_OUT_BOTH_WAYS.set((
+                a || seen.of(Event::CondTimedOut) > 0,
+                b || seen.of(Event::CondTimeoutOvertaken) > 0,
+            ));
+        })
+    }
+
+    #[test]
+    fn a_timed_wait_racing_a_notification_is_counted_once() {
+        timed_wait_races_a_notification::<Fifo>(bound(2, 3));
+        assert_eq!(TIMED_OUT_BOTH_WAYS.get(), (true, true));
+    }
+
+    #[test]
+    #[should_panic(expected = "a count that includes a waiter that timed out")]
+    fn broken_timed_wait_reports_a_timeout_after_its_notification() {
+        timed_wait_races_a_notification::<Fifo<TIMEOUT_AFTER_NOTIFICATION>>(bound(1, 1));
+    }
+}

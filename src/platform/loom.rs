@@ -107,6 +107,9 @@ fault_names! {
     NUDGES_AGAIN: NudgesAgain,
     NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
     PUSH_KEEPS_PENDING_NUDGE: PushKeepsPendingNudge,
+    COND_UNLOCKS_BEFORE_LISTING: CondUnlocksBeforeListing,
+    REQUEUE_LOSES_NEWEST: RequeueLosesNewest,
+    TIMEOUT_AFTER_NOTIFICATION: TimeoutAfterNotification,
 }
 
 /// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).

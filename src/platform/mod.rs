@@ -187,6 +187,15 @@ pub(crate) enum Fault {
     /// anew pushes itself again with its nudge still pending, so stack
     /// owners skip their wakes for it.
     PushKeepsPendingNudge,
+    /// A condition variable's wait unlocks the mutex before it puts itself
+    /// on the list: a notification in between misses it.
+    CondUnlocksBeforeListing,
+    /// `notify_all` moves every waiter but the newest onto the mutex's
+    /// stack, and forgets that one.
+    RequeueLosesNewest,
+    /// A timed condition variable wait whose deadline passed reports a
+    /// timeout even when a notification took it (and counted it) first.
+    TimeoutAfterNotification,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
@@ -639,6 +648,18 @@ pub(crate) enum Event {
     /// A condition variable moved parked waiters onto the stack
     /// (`Lock::push_chain`).
     Requeued,
+    /// A condition variable's `notify_all` found the mutex free, took it
+    /// for the oldest waiter and woke that one owning it.
+    CondHanded,
+    /// A condition variable's `notify_one` found the mutex free and woke
+    /// the oldest waiter, which locks it itself.
+    CondWoken,
+    /// A condition variable's timed wait ran out with the waiter still on
+    /// the list: it took itself off.
+    CondTimedOut,
+    /// A condition variable's timed wait ran out after a notification had
+    /// taken the waiter off the list: the notification counts.
+    CondTimeoutOvertaken,
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,
