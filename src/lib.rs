@@ -16,7 +16,12 @@
 //! `Deserialize` for a `T` that has them). As in `parking_lot`,
 //! [`FairMutex`] is the same mutex with every unlock fair (over
 //! [`RawFairMutex`]), and the crate re-exports the [`lock_api`] it is
-//! built on. There is no condition variable yet.
+//! built on.
+//!
+//! [`Condvar`] (with [`Mutex`]) and [`FairCondvar`] (with [`FairMutex`])
+//! are [`lock_api::Condvar`] over [`RawCondvar`]: one word, no spurious
+//! wakeups (so notifications return exact counts), and `notify_all` moves
+//! the waiters onto the mutex's waiter stack instead of waking them all.
 //!
 //! [`ReentrantMutex`] is [`lock_api::ReentrantMutex`] over [`RawMutex`] and
 //! [`RawThreadId`] (the address of a thread-local, as in `parking_lot`): the
