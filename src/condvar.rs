@@ -183,6 +183,9 @@ impl<P: Platform> Cond<P> {
         match state {
             NOTIFIED => lock.lock(),
             HANDED => {}
+            REQUEUED if woke == Woke::Nudged && P::FAULT == Fault::RequeuedIgnoresNudge => {
+                lock.wait_requeued(&me.node, Woke::TimedOut)
+            }
             REQUEUED => lock.wait_requeued(&me.node, woke),
             _ => P::broken("a spinbit condition variable waiter woke while on the list"),
         }

@@ -3273,6 +3273,64 @@ mod condvar {
         assert!(seen.of(Event::Requeued) > 0, "{seen:?}");
     }
 
+    /// A waiter moved onto the mutex's stack while it still sleeps on its
+    /// condition variable park is nudged there: `notify_one` moves it
+    /// (digit 1, then 2 once it has the lock) while the main thread holds
+    /// the mutex; a timed waiter marks itself below it and leaves at its
+    /// deadline, so starvation mode outlives it with the moved waiter the
+    /// oldest sleeper; the main thread's unlock nudges it. Its park on the
+    /// condition variable ends with the nudge, and it must mark itself
+    /// anew as the mutex's own sleepers do, and get the lock.
+    fn requeued_waiter_nudged<const F: u8>(bound: Bound) -> Seen {
+        explore(bound, || {
+            let g = Guarded::<Nudging<F>>::new();
+            let cv = cond::<Nudging<F>>();
+            let left = Gate::new();
+            let w = thread::spawn(move || {
+                g.lock.lock();
+                g.append_locked(1);
+                assert!(!wait_on(g, cv, None, false));
+                g.append_locked(2);
+                // SAFETY: held since the wait returned.
+                unsafe { g.lock.unlock() };
+            });
+            until_value(g, 1, true);
+            assert!(cv.notify_one(), "notify_one missed a waiter");
+            let t = thread::spawn(move || {
+                // Its starvation deadline, then its own.
+                allow_my_timeouts(2, None);
+                let won = g.lock.try_lock() || g.lock.lock_until_slow(ModelDeadline::Timed);
+                assert!(!won, "the timed waiter took a lock that the main thread holds");
+                left.open();
+            });
+            left.pass();
+            // SAFETY: held since `until_value`.
+            unsafe { g.lock.unlock() };
+            w.join().unwrap();
+            t.join().unwrap();
+            assert_eq!(g.value(), 12);
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+            assert!(cv_empty(cv), "the condvar keeps a waiter");
+        })
+    }
+
+    #[test]
+    fn a_requeued_waiter_is_nudged_in_its_condvar_sleep() {
+        let seen = requeued_waiter_nudged::<NO_FAULT>(bound(1, 2));
+        assert!(
+            seen.of(Event::Requeued) > 0
+                && seen.of(Event::Nudged) > 0
+                && seen.of(Event::Rejoined) > 0,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "deadlock")]
+    fn broken_requeued_waiter_sleeps_through_its_nudge() {
+        requeued_waiter_nudged::<REQUEUED_IGNORES_NUDGE>(bound(0, 0));
+    }
+
     thread_local! {
         /// Some execution of `timed_wait_races_a_notification` timed out
         /// before the notification, and some after it took the waiter.

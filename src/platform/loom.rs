@@ -110,6 +110,7 @@ fault_names! {
     COND_UNLOCKS_BEFORE_LISTING: CondUnlocksBeforeListing,
     REQUEUE_LOSES_NEWEST: RequeueLosesNewest,
     TIMEOUT_AFTER_NOTIFICATION: TimeoutAfterNotification,
+    REQUEUED_IGNORES_NUDGE: RequeuedIgnoresNudge,
 }
 
 /// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).

@@ -196,6 +196,10 @@ pub(crate) enum Fault {
     /// A timed condition variable wait whose deadline passed reports a
     /// timeout even when a notification took it (and counted it) first.
     TimeoutAfterNotification,
+    /// A condition variable waiter nudged on the mutex's stack while it
+    /// sleeps on its condition variable parks again, as if the sleep had
+    /// simply timed out.
+    RequeuedIgnoresNudge,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
