@@ -429,6 +429,7 @@ macro_rules! raw_condvar {
             /// # Safety
             ///
             /// As for [`lock_api::RawCondvar::wait`].
+            #[inline]
             unsafe fn wait(&self, mutex: &$mutex, guard: &mut lock_api::GuardSend) {
                 // SAFETY: the caller holds `mutex`, which the closure
                 // unlocks once.
@@ -444,6 +445,7 @@ macro_rules! raw_condvar {
 
             /// Wakes the oldest waiter (or moves it onto the mutex's waiter
             /// stack if the mutex is held); returns whether there was one.
+            #[inline]
             fn notify_one(&self) -> bool {
                 self.cond.notify_one()
             }
@@ -451,6 +453,7 @@ macro_rules! raw_condvar {
             /// Moves every waiter onto the mutex's waiter stack (with the
             /// mutex free, the oldest is woken owning it); returns how many
             /// there were.
+            #[inline]
             fn notify_all(&self) -> usize {
                 self.cond.notify_all()
             }
@@ -459,6 +462,7 @@ macro_rules! raw_condvar {
         // SAFETY: as for `wait`, with the deadline: a waiter whose sleep
         // runs out reports a timeout only if it took itself off the list.
         unsafe impl lock_api::RawCondvarTimed for RawCondvar<$mutex> {
+            #[inline]
             fn checked_duration_to_instant(
                 timeout: &std::time::Duration,
             ) -> Option<std::time::Instant> {
@@ -472,6 +476,7 @@ macro_rules! raw_condvar {
             /// # Safety
             ///
             /// As for [`lock_api::RawCondvar::wait`].
+            #[inline]
             unsafe fn wait_until(
                 &self,
                 mutex: &$mutex,
