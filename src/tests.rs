@@ -99,8 +99,8 @@ type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
 // Slow-path event counters
 // ---------------------------------------------------------------------------
 
-/// Room for this many `Event` variants; `record` panics on a larger one.
-const MAX_EVENTS: usize = 48;
+/// Room for every `Event` variant.
+const MAX_EVENTS: usize = crate::platform::EVENTS;
 
 /// Counts of every `Event` variant, indexed by `event as usize`, so variants
 /// added to `Event` are counted without any change here.
