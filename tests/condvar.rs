@@ -407,6 +407,7 @@ fn queue<C: Cv>(name: &str, pairs: usize, per_producer: u64, cap: usize) -> Resu
 
 /// The queue with one producer and one consumer.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn queue_1_producer_1_consumer() {
     let r = queue::<spinbit::RawCondvar>("queue_1", 1, scaled(30_000), 4);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -414,6 +415,7 @@ fn queue_1_producer_1_consumer() {
 
 /// The queue with 2 producers and 2 consumers.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn queue_2_producers_2_consumers() {
     let r = queue::<spinbit::RawCondvar>("queue_2", 2, scaled(20_000), 4);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -421,6 +423,7 @@ fn queue_2_producers_2_consumers() {
 
 /// The queue with 4 producers and 4 consumers.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn queue_4_producers_4_consumers() {
     let r = queue::<spinbit::RawCondvar>("queue_4", 4, scaled(10_000), 8);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -428,6 +431,7 @@ fn queue_4_producers_4_consumers() {
 
 /// The queue with 16 producers and 16 consumers.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn queue_16_producers_16_consumers() {
     let r = queue::<spinbit::RawCondvar>("queue_16", 16, scaled(3_000), 8);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -435,6 +439,7 @@ fn queue_16_producers_16_consumers() {
 
 /// The queue with 64 producers and 64 consumers.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn queue_64_producers_64_consumers() {
     let r = queue::<spinbit::RawCondvar>("queue_64", 64, scaled(600), 16);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -444,6 +449,7 @@ fn queue_64_producers_64_consumers() {
 /// mutex to its oldest sleeping waiter, requeued ones included), with 1, 4
 /// and 16 producers and as many consumers.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn fair_queue() {
     type Fair = spinbit::RawCondvar<spinbit::RawFairMutex>;
     for (pairs, per, cap) in [(1, 20_000, 4), (4, 4_000, 4), (16, 1_000, 8)] {
@@ -530,6 +536,7 @@ fn barrier<C: Cv>(name: &str, threads: usize, rounds: usize) -> Result<String, S
 
 /// A barrier of 8 threads, 1500 rounds.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn barrier_8_threads() {
     let r = barrier::<spinbit::RawCondvar>("barrier_8", 8, scaled(1_500) as usize);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -538,6 +545,7 @@ fn barrier_8_threads() {
 /// A barrier of 64 threads, 200 rounds: `notify_all` moves 63 waiters at
 /// once.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn barrier_64_threads() {
     let r = barrier::<spinbit::RawCondvar>("barrier_64", 64, scaled(200) as usize);
     eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
@@ -546,6 +554,7 @@ fn barrier_64_threads() {
 /// A barrier of 16 threads, 300 rounds, over `FairCondvar` and `FairMutex`:
 /// the waiters `notify_all` moved are handed the mutex one after the other.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn fair_barrier_16_threads() {
     type Fair = spinbit::RawCondvar<spinbit::RawFairMutex>;
     let r = barrier::<Fair>("fair_barrier_16", 16, scaled(300) as usize);
@@ -771,6 +780,7 @@ fn wait_while_checks<C: Cv>(name: &str) -> Result<String, String> {
 /// `wait_while`, `wait_while_for` and `wait_while_until` return as their
 /// predicates and deadlines say (see [`wait_while_checks`]).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn wait_while_and_its_timed_forms() {
     for _ in 0..scaled(1) {
         let r = wait_while_checks::<spinbit::RawCondvar>("wait_while_and_its_timed_forms");
@@ -931,6 +941,7 @@ fn timeouts_not_early<C: Cv>(name: &str) -> Result<String, String> {
 /// Timed waits with nobody to notify them time out, never early, and hold
 /// the mutex when they return (see [`timeouts_not_early`]).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn timed_waits_never_return_early() {
     for _ in 0..scaled(1) {
         let r = timeouts_not_early::<spinbit::RawCondvar>("timed_waits_never_return_early");
@@ -1093,6 +1104,7 @@ fn exact_counts<C: Cv>(name: &str, n: usize) -> Result<String, String> {
 /// `notify_all` and `notify_one` count exactly the threads waiting, and
 /// never a timed-out one (see [`exact_counts`]); 8 waiters.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn exact_counts_8_waiters() {
     for _ in 0..scaled(1) {
         let r = exact_counts::<spinbit::RawCondvar>("exact_counts_8_waiters", 8);
@@ -1102,6 +1114,7 @@ fn exact_counts_8_waiters() {
 
 /// As [`exact_counts_8_waiters`], with 48 waiters.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn exact_counts_48_waiters() {
     for _ in 0..scaled(1) {
         let r = exact_counts::<spinbit::RawCondvar>("exact_counts_48_waiters", 48);
@@ -1241,6 +1254,7 @@ fn timed_waits_race_notify<C: Cv>(
 /// rounds: the notifier counts the waiter exactly when the waiter did not
 /// time out (see [`timed_waits_race_notify`]).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn timed_wait_racing_notify_one() {
     let r = timed_waits_race_notify::<spinbit::RawCondvar>(
         "timed_wait_racing_notify_one",
@@ -1255,6 +1269,7 @@ fn timed_wait_racing_notify_one() {
 /// 150 rounds: it counts exactly the waiters that did not time out (see
 /// [`timed_waits_race_notify`]).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn timed_waits_racing_notify_all() {
     let r = timed_waits_race_notify::<spinbit::RawCondvar>(
         "timed_waits_racing_notify_all",
@@ -1270,6 +1285,7 @@ fn timed_waits_racing_notify_all() {
 /// (a requeued waiter whose deadline passes is handed the mutex by a fair
 /// unlock), 100 rounds each.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn fair_timed_waits_racing_notifications() {
     type Fair = spinbit::RawCondvar<spinbit::RawFairMutex>;
     for waiters in [1, 4] {
@@ -1285,6 +1301,7 @@ fn fair_timed_waits_racing_notifications() {
 
 /// [`exact_counts`] over `FairCondvar` and `FairMutex`, 8 waiters.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn fair_exact_counts() {
     type Fair = spinbit::RawCondvar<spinbit::RawFairMutex>;
     for _ in 0..scaled(1) {
@@ -1418,6 +1435,7 @@ fn two_mutexes<C: Cv>(name: &str) -> Result<String, String> {
 /// Waiting with two mutexes at once panics, harmlessly; one after the other
 /// works (see [`two_mutexes`]).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn two_mutexes_at_once_panic_one_after_the_other_work() {
     for _ in 0..scaled(1) {
         let r = two_mutexes::<spinbit::RawCondvar>("two_mutexes");
@@ -1725,6 +1743,7 @@ fn noticed_all(
 /// The queue catches spurious wakeups: more waits return than the
 /// notifications counted.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_queue_catches_spurious_wakeups() {
     noticed(RACE_BUDGET, &["notifications ended"], || {
         queue::<Broken<Spurious>>("queue (spurious)", 2, 2_000, 2)
@@ -1733,6 +1752,7 @@ fn negative_control_queue_catches_spurious_wakeups() {
 
 /// The queue catches a `notify_one` that counts a waiter it did not have.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_queue_catches_wrong_counts() {
     noticed(RACE_BUDGET, &["notifications ended"], || {
         queue::<Broken<Overcounts>>("queue (overcounts)", 2, 2_000, 2)
@@ -1742,6 +1762,7 @@ fn negative_control_queue_catches_wrong_counts() {
 /// The queue catches notifications that count waiters whose timed waits
 /// ran out.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_queue_catches_counted_timeouts() {
     noticed(RACE_BUDGET, &["notifications ended"], || {
         queue::<Broken<CountsTimedOut>>("queue (timed out)", 2, 2_000, 2)
@@ -1750,6 +1771,7 @@ fn negative_control_queue_catches_counted_timeouts() {
 
 /// The queue catches early timeouts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_queue_catches_an_early_timeout() {
     noticed(RACE_BUDGET, &["before its deadline"], || {
         queue::<Broken<EarlyTimeout>>("queue (early)", 2, 500, 2)
@@ -1780,6 +1802,7 @@ fn negative_control_queue_catches_a_lost_wakeup() {
 /// queue of one item: hangs, and its watchdog aborts the process. Does
 /// nothing unless run by [`negative_control_queue_catches_a_lost_wakeup`].
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 #[ignore = "run in a child process by negative_control_queue_catches_a_lost_wakeup"]
 fn lost_wakeup_child() {
     if std::env::var_os(CHILD_VAR).is_none() {
@@ -1792,6 +1815,7 @@ fn lost_wakeup_child() {
 /// The barrier catches spurious wakeups: a waiter passes before everyone
 /// arrived.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_barrier_catches_spurious_wakeups() {
     noticed(RACE_BUDGET, &["passed the barrier with"], || {
         barrier::<Broken<SpuriousAtOnce>>("barrier (spurious)", 4, 50)
@@ -1800,6 +1824,7 @@ fn negative_control_barrier_catches_spurious_wakeups() {
 
 /// The barrier catches a `notify_all` that miscounts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_barrier_catches_wrong_counts() {
     let e = barrier::<Broken<Overcounts>>("barrier (overcounts)", 4, 20)
         .expect_err("wrong counts must be noticed");
@@ -1808,6 +1833,7 @@ fn negative_control_barrier_catches_wrong_counts() {
 
 /// The `wait_while` checks catch early timeouts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_wait_while_catches_an_early_timeout() {
     let marks = [
         "wait_while_for(10 s) returned after",
@@ -1822,6 +1848,7 @@ fn negative_control_wait_while_catches_an_early_timeout() {
 /// The `wait_while` checks catch spurious wakeups: the predicate is
 /// evaluated more often than notifications came.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_wait_while_catches_spurious_wakeups() {
     let marks = ["wait_while evaluated its predicate", "wait_while_for(5 ms), never made false"];
     noticed_all(RACE_BUDGET, &marks, || {
@@ -1831,6 +1858,7 @@ fn negative_control_wait_while_catches_spurious_wakeups() {
 
 /// The `wait_while` checks catch a `notify_all` that miscounts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_wait_while_catches_wrong_counts() {
     noticed(RACE_BUDGET, &["wait_while evaluated its predicate"], || {
         wait_while_checks::<Broken<Overcounts>>("wait_while (overcounts)")
@@ -1839,6 +1867,7 @@ fn negative_control_wait_while_catches_wrong_counts() {
 
 /// The timed-wait checks catch a timed wait that returns at once.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_timed_waits_catch_an_early_timeout() {
     noticed(RACE_BUDGET, &["before its deadline"], || {
         timeouts_not_early::<Broken<EarlyTimeout>>("timed waits (early)")
@@ -1847,6 +1876,7 @@ fn negative_control_timed_waits_catch_an_early_timeout() {
 
 /// The timed-wait checks catch a timed wait that returns without the mutex.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_timed_waits_catch_a_timeout_without_the_mutex() {
     let e = timeouts_not_early::<Broken<TimeoutUnlocked>>("timed waits (unlocked)")
         .expect_err("a timed wait without the mutex must be noticed");
@@ -1856,6 +1886,7 @@ fn negative_control_timed_waits_catch_a_timeout_without_the_mutex() {
 /// The timed-wait checks catch spurious wakeups: a wait returns, not timed
 /// out, with nobody notifying.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_timed_waits_catch_spurious_wakeups() {
     noticed(RACE_BUDGET, &["not timed out, and nobody notified"], || {
         timeouts_not_early::<Broken<Spurious>>("timed waits (spurious)")
@@ -1864,6 +1895,7 @@ fn negative_control_timed_waits_catch_spurious_wakeups() {
 
 /// The exact-count checks catch counts one too high.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_exact_counts_catch_wrong_counts() {
     let e = exact_counts::<Broken<Overcounts>>("exact counts (overcounts)", 4)
         .expect_err("wrong counts must be noticed");
@@ -1875,6 +1907,7 @@ fn negative_control_exact_counts_catch_wrong_counts() {
 /// The exact-count checks catch notifications that count timed-out
 /// waiters.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_exact_counts_catch_counted_timeouts() {
     let e = exact_counts::<Broken<CountsTimedOut>>("exact counts (timed out)", 4)
         .expect_err("counted timeouts must be noticed");
@@ -1884,6 +1917,7 @@ fn negative_control_exact_counts_catch_counted_timeouts() {
 
 /// The exact-count checks catch spurious wakeups.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_exact_counts_catch_spurious_wakeups() {
     let marks = [
         "before any notification (spurious wakeup)",
@@ -1898,6 +1932,7 @@ fn negative_control_exact_counts_catch_spurious_wakeups() {
 /// the rounds where a timeout came first), with `notify_one` and with
 /// `notify_all`.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_race_catches_counted_timeouts() {
     for waiters in [1, 3] {
         noticed(RACE_BUDGET, &["disagree"], || {
@@ -1914,6 +1949,7 @@ fn negative_control_race_catches_counted_timeouts() {
 /// The race check catches spurious wakeups (a wait returns, not timed out,
 /// before the notification).
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_race_catches_spurious_wakeups() {
     for waiters in [1, 3] {
         noticed(RACE_BUDGET, &["disagree"], || {
@@ -1929,6 +1965,7 @@ fn negative_control_race_catches_spurious_wakeups() {
 
 /// The race check catches early timeouts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_race_catches_an_early_timeout() {
     noticed(RACE_BUDGET, &["before its deadline"], || {
         timed_waits_race_notify::<Broken<EarlyTimeout>>(
@@ -1942,6 +1979,7 @@ fn negative_control_race_catches_an_early_timeout() {
 
 /// The race check catches a `notify_all` that miscounts.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_race_catches_wrong_counts() {
     noticed(RACE_BUDGET, &["disagree"], || {
         timed_waits_race_notify::<Broken<Overcounts>>(
@@ -1955,6 +1993,7 @@ fn negative_control_race_catches_wrong_counts() {
 
 /// The two-mutex check catches a wait that does not panic.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_two_mutexes_catch_a_wait_that_does_not_panic() {
     let e = two_mutexes::<Broken<NeverPanics>>("two mutexes (no panic)")
         .expect_err("a wait that does not panic must be noticed");
@@ -1964,8 +2003,22 @@ fn negative_control_two_mutexes_catch_a_wait_that_does_not_panic() {
 /// The two-mutex check catches a condvar that refuses a second mutex even
 /// one after the other.
 #[test]
+#[cfg_attr(miri, ignore = "sized for real threads: Miri runs `under_miri`")]
 fn negative_control_two_mutexes_catch_a_first_mutex_kept_for_good() {
     let e = two_mutexes::<Broken<RemembersFirstMutex>>("two mutexes (first kept)")
         .expect_err("a first mutex kept for good must be noticed");
     assert!(e.contains("then with the second mutex: the wait panicked"), "{e}");
+}
+
+/// The queue, the exact counts and the two-mutex panic, sized for Miri,
+/// which checks the condition variable's pointer work (the waiters' ring
+/// and nodes on their own stacks, the requeue onto the mutex's stack).
+#[test]
+fn under_miri() {
+    let r = queue::<spinbit::RawCondvar>("queue_miri", 2, 20, 2);
+    eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
+    let r = exact_counts::<spinbit::RawCondvar>("exact_counts_miri", 3);
+    eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
+    let r = two_mutexes::<spinbit::RawCondvar>("two_mutexes_miri");
+    eprintln!("{}", r.unwrap_or_else(|e| panic!("{e}")));
 }
