@@ -3338,11 +3338,12 @@ mod condvar {
     }
 
     /// A timed waiter whose wait times out (the model's deadline) while
-    /// the main thread notifies it: the notification counts it exactly
-    /// when the waiter does not report a timeout.
-    fn timed_wait_races_a_notification<P: Model>(bound: Bound) -> Seen {
+    /// the main thread notifies it (`notify_one`, or with `all`,
+    /// `notify_all`, holding the mutex with `held`): the notification
+    /// counts it exactly when the waiter does not report a timeout.
+    fn timed_wait_races_a_notification<P: Model>(all: bool, held: bool, bound: Bound) -> Seen {
         TIMED_OUT_BOTH_WAYS.set((false, false));
-        explore(bound, || {
+        explore(bound, move || {
             let before = Seen::now();
             let g = Guarded::<P>::new();
             let cv = cond::<P>();
@@ -3355,8 +3356,12 @@ mod condvar {
                 unsafe { g.lock.unlock() };
                 timed_out
             });
-            until_value(g, 1, false);
-            let notified = cv.notify_one();
+            until_value(g, 1, held);
+            let notified = if all { cv.notify_all() == 1 } else { cv.notify_one() };
+            if held {
+                // SAFETY: held since `until_value`.
+                unsafe { g.lock.unlock() };
+            }
             let timed_out = w.join().unwrap();
             assert_eq!(
                 notified, !timed_out,
@@ -3376,13 +3381,31 @@ mod condvar {
 
     #[test]
     fn a_timed_wait_racing_a_notification_is_counted_once() {
-        timed_wait_races_a_notification::<Fifo>(bound(2, 3));
+        timed_wait_races_a_notification::<Fifo>(false, false, bound(2, 3));
         assert_eq!(TIMED_OUT_BOTH_WAYS.get(), (true, true));
+    }
+
+    #[test]
+    fn a_timed_wait_racing_a_requeue_is_counted_once() {
+        let seen = timed_wait_races_a_notification::<Fifo>(true, true, bound(2, 3));
+        assert_eq!(TIMED_OUT_BOTH_WAYS.get(), (true, true));
+        assert!(seen.of(Event::Requeued) > 0, "{seen:?}");
+    }
+
+    #[test]
+    fn a_timed_wait_racing_a_hand_over_is_counted_once() {
+        let seen = timed_wait_races_a_notification::<Fifo>(true, false, bound(2, 3));
+        assert_eq!(TIMED_OUT_BOTH_WAYS.get(), (true, true));
+        assert!(seen.of(Event::CondHanded) > 0, "{seen:?}");
     }
 
     #[test]
     #[should_panic(expected = "a count that includes a waiter that timed out")]
     fn broken_timed_wait_reports_a_timeout_after_its_notification() {
-        timed_wait_races_a_notification::<Fifo<TIMEOUT_AFTER_NOTIFICATION>>(bound(1, 1));
+        timed_wait_races_a_notification::<Fifo<TIMEOUT_AFTER_NOTIFICATION>>(
+            false,
+            false,
+            bound(1, 1),
+        );
     }
 }

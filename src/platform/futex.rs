@@ -188,10 +188,14 @@ impl Parker for FutexParker {
         // SAFETY: the node is linked and we own the stack, so its thread
         // cannot return from `lock` (it would need the stack to leave it).
         let word: *const AtomicU32 = unsafe { &raw const (*this).word };
-        // Relaxed: the nudged thread reads nothing we wrote; it takes the
-        // stack (Acquire) before it reads any node.
+        // Release: a thread that a condition variable moved onto the stack
+        // reads its node's starvation clock, written by the notifier before
+        // its push, as soon as it sees the nudge (`Lock::wait_requeued`):
+        // the notifier's Release push, our Acquire take of the stack, this
+        // Release and the nudged thread's Acquire look at its word order
+        // the two. Failure Relaxed: nothing is read after it.
         // SAFETY: as above.
-        match unsafe { (*word).compare_exchange(SLEEPING, NUDGED, Relaxed, Relaxed) } {
+        match unsafe { (*word).compare_exchange(SLEEPING, NUDGED, Release, Relaxed) } {
             Ok(_) => Nudge::Woken(word),
             Err(NUDGED) => Nudge::Pending,
             Err(_) => Nudge::Running,

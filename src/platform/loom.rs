@@ -446,7 +446,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
             // sleeper had been nudged, but it sleeps on.
             return Nudge::Woken(0);
         }
-        match word.compare_exchange(SLEEPING, NUDGED, Ordering::Relaxed, Ordering::Relaxed) {
+        match word.compare_exchange(SLEEPING, NUDGED, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => Nudge::Woken(ptr::from_ref(word).addr()),
             Err(NUDGED) => Nudge::Pending,
             Err(_) => Nudge::Running,

@@ -132,8 +132,8 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     unsafe fn nudge(this: *const Self) -> Nudge<Thread> {
         // SAFETY: the node is linked and we own the stack, so its thread
         // cannot return from `lock` (it would need the stack to leave it).
-        // Relaxed: as in the futex parker's `nudge`.
-        match unsafe { (*this).word.compare_exchange(SLEEPING, NUDGED, Relaxed, Relaxed) } {
+        // Release, failure Relaxed: as in the futex parker's `nudge`.
+        match unsafe { (*this).word.compare_exchange(SLEEPING, NUDGED, Release, Relaxed) } {
             // SAFETY: as above; `prepare` wrote the handle before the push.
             Ok(_) => Nudge::Woken(
                 unsafe { (*(*this).thread.get()).clone() }
