@@ -4,68 +4,13 @@ use core::ptr;
 use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::time::Instant;
 
+use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, give_up, settle};
 use super::{Nudge, Parker, Woke};
-
-/// Woken: `unpark` was called.
-const AWAKE: u32 = 0;
-/// Armed, its thread not committed to a sleep: polling its node, on its
-/// way to sleep, or back from a nudge or a timeout.
-const PARKED: u32 = 1;
-/// Its thread is asleep in the kernel, or committed to it.
-const SLEEPING: u32 = 2;
-/// Nudged by a stack owner while asleep; not running yet.
-const NUDGED: u32 = 3;
 
 /// A futex word holding the waiter's state: PARKED, SLEEPING or NUDGED
 /// while it waits, AWAKE once woken.
 pub(crate) struct FutexParker {
     word: AtomicU32,
-}
-
-impl FutexParker {
-    /// The step before a sleep: `Some` if the park ends (a wake or a nudge
-    /// came), `None` once the word is SLEEPING (the thread may sleep).
-    #[inline]
-    fn settle(&self) -> Option<Woke> {
-        // Acquire: pairs with the Release swap in `unpark`.
-        let mut w = self.word.load(Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Some(Woke::Unparked),
-                SLEEPING => return None,
-                // Committing to the sleep is what lets a stack owner tell a
-                // sleeping waiter from a running one (`nudge`).
-                PARKED => (SLEEPING, None),
-                // Nudged: armed again, and running.
-                _ => (PARKED, Some(Woke::Nudged)),
-            };
-            // Relaxed: nothing is published by these transitions; the
-            // failure may read AWAKE, hence Acquire.
-            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
-    }
-
-    /// A timed park's deadline passed: armed again (running) unless a wake
-    /// or a nudge came first.
-    fn give_up(&self) -> Woke {
-        let mut w = self.word.load(Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Woke::Unparked,
-                PARKED => return Woke::TimedOut,
-                SLEEPING => (PARKED, Woke::TimedOut),
-                _ => (PARKED, Woke::Nudged),
-            };
-            // As in `settle`.
-            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
-    }
 }
 
 impl Parker for FutexParker {
@@ -83,7 +28,7 @@ impl Parker for FutexParker {
     fn park(&self) -> Woke {
         let mut failed = Backoff::default();
         loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 return woke;
             }
             // The kernel compares the word with SLEEPING and sleeps in one
@@ -116,7 +61,7 @@ impl Parker for FutexParker {
         // meanwhile: `give_up` says.)
         let now = Instant::now();
         if now >= deadline {
-            return self.give_up();
+            return give_up(&self.word);
         }
         // The kernel takes an absolute CLOCK_MONOTONIC deadline, so a signal
         // (EINTR) or a spurious return followed by another wait does not
@@ -131,7 +76,7 @@ impl Parker for FutexParker {
         // As in `park`.
         let mut failed = Backoff::default();
         loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 return woke;
             }
             match futex_wait_until(&self.word, SLEEPING, &abs) {
@@ -139,7 +84,7 @@ impl Parker for FutexParker {
                 // the loop looks at the word again, and the clock (here).
                 None | Some(libc::EAGAIN) | Some(libc::EINTR) => {
                     if Instant::now() >= deadline {
-                        return self.give_up();
+                        return give_up(&self.word);
                     }
                 }
                 // The deadline passed. Any other error (none is expected
@@ -148,7 +93,7 @@ impl Parker for FutexParker {
                 // thread in this loop: the caller then leaves the stack.
                 Some(e) if e == libc::ETIMEDOUT || Instant::now() >= deadline => {
                     // A wake may have landed after the kernel gave up.
-                    return self.give_up();
+                    return give_up(&self.word);
                 }
                 // The futex itself fails: as in `park`, never past the
                 // deadline.

@@ -328,11 +328,8 @@ impl<T: Copy> NodeCell<T> for LoomCell<T> {
     }
 }
 
-// The word's states, as in the futex parker.
-const AWAKE: u32 = 0;
-const PARKED: u32 = 1;
-const SLEEPING: u32 = 2;
-const NUDGED: u32 = 3;
+// The word's states and transitions, the native parkers' (`word`).
+use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, Word, give_up, settle};
 
 /// The model's deadlines have no time, only an order: a sleeper's own
 /// starvation deadline (`fair::SELF_JUDGED`) comes before a timed waiter's deadline, so
@@ -350,40 +347,18 @@ pub(crate) struct FutexModel<const FAULT: u8, const SPURIOUS: usize> {
     word: AtomicU32,
 }
 
-impl<const FAULT: u8, const SPURIOUS: usize> FutexModel<FAULT, SPURIOUS> {
-    /// As the futex parker's: `Some` if the park ends, `None` once the word
-    /// is SLEEPING.
-    fn settle(&self) -> Option<Woke> {
-        let mut w = self.word.load(Ordering::Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Some(Woke::Unparked),
-                SLEEPING => return None,
-                PARKED => (SLEEPING, None),
-                _ => (PARKED, Some(Woke::Nudged)),
-            };
-            match self.word.compare_exchange(w, to, Ordering::Relaxed, Ordering::Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
+impl Word for AtomicU32 {
+    fn load(&self, order: Ordering) -> u32 {
+        AtomicU32::load(self, order)
     }
-
-    /// As the futex parker's: armed again unless a wake or a nudge came.
-    fn give_up(&self) -> Woke {
-        let mut w = self.word.load(Ordering::Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Woke::Unparked,
-                PARKED => return Woke::TimedOut,
-                SLEEPING => (PARKED, Woke::TimedOut),
-                _ => (PARKED, Woke::Nudged),
-            };
-            match self.word.compare_exchange(w, to, Ordering::Relaxed, Ordering::Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
+    fn compare_exchange(
+        &self,
+        current: u32,
+        new: u32,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u32, u32> {
+        AtomicU32::compare_exchange(self, current, new, success, failure)
     }
 }
 
@@ -397,7 +372,7 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     fn park(&self) -> Woke {
         crate::model::note_sleep(false);
         let woke = loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 break woke;
             }
             futex_wait(&self.word, SLEEPING, SPURIOUS, fault(FAULT) == Fault::WaitWithoutCompare);
@@ -412,12 +387,12 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     fn park_until(&self, _deadline: ModelDeadline) -> Woke {
         crate::model::note_sleep(true);
         loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 return woke;
             }
             if futex_wait_timed(&self.word, SLEEPING, SPURIOUS) {
                 // As the kernel: a wake may have landed after the timeout.
-                return self.give_up();
+                return give_up(&self.word);
             }
         }
     }

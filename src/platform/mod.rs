@@ -20,6 +20,7 @@ pub(crate) mod park;
 
 #[cfg(all(test, not(miri)))]
 pub(crate) mod loom;
+mod word;
 
 /// Which waiters may busy-wait before they sleep.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

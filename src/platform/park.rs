@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Orderi
 use std::thread::{self, Thread};
 use std::time::Instant;
 
+use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, give_up, settle};
 use super::{Nudge, Parker, Woke};
 
 #[cfg(test)]
@@ -29,14 +30,7 @@ fn took_a_foreign_token() {
     }
 }
 
-/// The word's states, as in the futex parker: woken, armed and running,
-/// asleep (or committed to it), nudged while asleep.
-const AWAKE: u32 = 0;
-const PARKED: u32 = 1;
-const SLEEPING: u32 = 2;
-const NUDGED: u32 = 3;
-
-/// A wait word plus the handle of the thread that waits on it.
+/// A wait word (its states and transitions: `super::word`) plus the handle of the thread that waits on it.
 ///
 /// `LOSES_TOKENS` (tests only) is a deliberately broken parker that gives
 /// no park token back (see `give_back_token`): the negative control of the
@@ -69,7 +63,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         // spuriously or on a token that was not ours; the loop looks again.
         let mut parked = false;
         let woke = loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 break woke;
             }
             thread::park();
@@ -90,12 +84,12 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         // clock again.
         let mut parked = false;
         let woke = loop {
-            if let Some(woke) = self.settle() {
+            if let Some(woke) = settle(&self.word) {
                 break woke;
             }
             let now = Instant::now();
             if now >= deadline {
-                break self.give_up();
+                break give_up(&self.word);
             }
             thread::park_timeout(deadline - now);
             parked = true;
@@ -150,46 +144,6 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
 }
 
 impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
-    /// The step before a sleep, as in the futex parker: `Some` if the park
-    /// ends (a wake or a nudge came), `None` once the word is SLEEPING.
-    fn settle(&self) -> Option<Woke> {
-        // Acquire: pairs with the Release swap in `unpark`.
-        let mut w = self.word.load(Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Some(Woke::Unparked),
-                SLEEPING => return None,
-                PARKED => (SLEEPING, None),
-                _ => (PARKED, Some(Woke::Nudged)),
-            };
-            // Relaxed: these transitions publish nothing; the failure may
-            // read AWAKE, hence Acquire.
-            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
-    }
-
-    /// A timed park's deadline passed: armed again unless a wake or a
-    /// nudge came first.
-    fn give_up(&self) -> Woke {
-        let mut w = self.word.load(Acquire);
-        loop {
-            let (to, ends) = match w {
-                AWAKE => return Woke::Unparked,
-                PARKED => return Woke::TimedOut,
-                SLEEPING => (PARKED, Woke::TimedOut),
-                _ => (PARKED, Woke::Nudged),
-            };
-            // As in `settle`.
-            match self.word.compare_exchange(w, to, Relaxed, Acquire) {
-                Ok(_) => return ends,
-                Err(now) => w = now,
-            }
-        }
-    }
-
     /// Gives the calling thread back a park token if our wait called
     /// `thread::park` at all. A park may have taken a `Thread::unpark` meant
     /// for the thread's own `thread::park`, by code that knows nothing of the
