@@ -31,7 +31,7 @@ use core::ptr;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::lock::{Lock, Node, no_unwind};
-use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, StateWord, Woke};
+use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, StateWord, Wait, Woke};
 
 /// On the list.
 const WAITING: u8 = 0;
@@ -122,6 +122,7 @@ impl<P: Platform> Cond<P> {
             };
             self.unlock_list(oldest);
         }
+        let listed_at = P::now();
         // Our node is on the list from here on: abort rather than unwind
         // past it.
         no_unwind::<P, _>(|| {
@@ -131,16 +132,37 @@ impl<P: Platform> Cond<P> {
             if let Some(unlock) = unlock {
                 unlock();
             }
-            let woke = match deadline {
-                None => me.node.parker().park(),
-                Some(d) => me.node.parker().park_until(d),
+            // Poll our own node first while this thread's notifications
+            // have been coming sooner than a wake from the OS would run it
+            // (`Platform::wait_for_wake`). A thread that answers at once
+            // (a ping-pong, a consumer kept fed) then takes its
+            // notification running, and its notifier makes no system call.
+            // While we poll, our parker is armed and not asleep: the only
+            // change it can see is a wake (nudges go to sleepers only).
+            let polled = P::wait_for_wake(Wait::Notify, || me.node.parker().unparked());
+            let woke = if polled {
+                P::record(Event::CondPolled);
+                Woke::Unparked
+            } else {
+                match deadline {
+                    None => me.node.parker().park(),
+                    Some(d) => me.node.parker().park_until(d),
+                }
             };
-            self.finish(&me, lock, woke)
+            self.finish(&me, lock, woke, (listed_at, polled))
         })
     }
 
-    /// The end of `wait`, once its sleep ended with `woke`.
-    fn finish(&self, me: &Waiter<P>, lock: &Lock<P>, woke: Woke) -> bool {
+    /// The end of `wait`, once its sleep ended with `woke`; `listed_at` and
+    /// `polled`: when it listed itself, and whether its wake came while it
+    /// polled.
+    fn finish(
+        &self,
+        me: &Waiter<P>,
+        lock: &Lock<P>,
+        woke: Woke,
+        (listed_at, polled): (u64, bool),
+    ) -> bool {
         let state = match woke {
             // Only a node on the mutex's stack is nudged.
             Woke::Nudged => REQUEUED,
@@ -158,6 +180,8 @@ impl<P: Platform> Cond<P> {
                     let oldest = unsafe { unlink(oldest, ptr::from_ref(me).cast_mut()) };
                     self.unlock_list(oldest);
                     P::record(Event::CondTimedOut);
+                    // A wait at least this long: what the next poll goes by.
+                    P::note_wake(Wait::Notify, P::now().saturating_sub(listed_at), None);
                     lock.lock();
                     return true;
                 }
@@ -179,13 +203,26 @@ impl<P: Platform> Cond<P> {
                 state
             }
         };
+        if woke == Woke::Unparked && (state == NOTIFIED || state == HANDED) {
+            // SAFETY: the notifier stamped the node before its wake, which
+            // has landed.
+            let woken_at = unsafe { me.node.woken_at() };
+            // Saturating: two CPUs' tick counters may disagree slightly.
+            let latency = (!polled).then(|| P::now().saturating_sub(woken_at));
+            P::note_wake(Wait::Notify, woken_at.saturating_sub(listed_at), latency);
+        }
         match state {
             NOTIFIED => lock.lock(),
             HANDED => {}
             REQUEUED if woke == Woke::Nudged && P::FAULT == Fault::RequeuedIgnoresNudge => {
                 lock.wait_requeued(&me.node, Woke::TimedOut)
             }
-            REQUEUED => lock.wait_requeued(&me.node, woke),
+            REQUEUED => {
+                lock.wait_requeued(&me.node, woke);
+                // Its wait ended with the mutex's wake, at the earliest:
+                // what the next poll goes by.
+                P::note_wake(Wait::Notify, P::now().saturating_sub(listed_at), None);
+            }
             _ => P::broken("a spinbit condition variable waiter woke while on the list"),
         }
         false
@@ -222,6 +259,7 @@ impl<P: Platform> Cond<P> {
             let rest = unlink(oldest, oldest);
             P::record(Event::CondWoken);
             (*oldest).state.set(NOTIFIED);
+            (*oldest).node.stamp_wake();
             self.unlock_list(rest);
             P::Parker::unpark((*oldest).node.parker());
         }
@@ -273,6 +311,7 @@ impl<P: Platform> Cond<P> {
                 if lock.try_lock() {
                     P::record(Event::CondHanded);
                     (*oldest).state.set(HANDED);
+                    (*oldest).node.stamp_wake();
                     if oldest != newest {
                         let second = ptr::from_ref(&(*(*oldest).newer.get()).node).cast_mut();
                         if !lock.push_chain(top, second) {

@@ -17,7 +17,7 @@ use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{AllSpin, Native, NativeWith, NoSpin, OsParker, SpinOne, Variant};
 use crate::platform::park::ThreadParker;
-use crate::platform::{Event, Nudge, Parker, Platform, Woke};
+use crate::platform::{Event, Nudge, Parker, Platform, Wait, Woke};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -995,32 +995,56 @@ fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
                 looks.get() >= n
             }
         };
-        assert!(!Native::wait_for_wake(woken_at(1)), "polled before any wake was measured");
+        assert!(
+            !Native::wait_for_wake(Wait::Stack, woken_at(1)),
+            "polled before any wake was measured"
+        );
         assert_eq!(looks.get(), 0, "looked before any wake was measured");
         // Waits of 1 µs, wakes that take 30 µs to run the thread: it polls
         // (its first look, before any look at the clock, sees the wake).
-        Native::note_wake(us(1), Some(us(30)));
-        assert!(Native::wait_for_wake(woken_at(1)), "did not poll");
+        Native::note_wake(Wait::Stack, us(1), Some(us(30)));
+        assert!(Native::wait_for_wake(Wait::Stack, woken_at(1)), "did not poll");
         assert_eq!(looks.get(), 1);
         // Short waits, but wakes that take 10 ms to run the thread (it
         // waited for a CPU): no poll under the production cap, ...
         for _ in 0..16 {
-            Native::note_wake(us(1), Some(us(10_000)));
+            Native::note_wake(Wait::Stack, us(1), Some(us(10_000)));
         }
-        assert!(!Native::wait_for_wake(woken_at(1)), "polled on oversubscribed CPUs");
+        assert!(!Native::wait_for_wake(Wait::Stack, woken_at(1)), "polled on oversubscribed CPUs");
         assert_eq!(looks.get(), 0);
         // ... a poll under a cap of 1 s, which sees a wake that comes, and
         // ends on its own without one (10 ms: time for many looks however
         // the thread is scheduled).
-        assert!(PollAlways::wait_for_wake(woken_at(3)), "missed a wake while polling");
+        assert!(PollAlways::wait_for_wake(Wait::Stack, woken_at(3)), "missed a wake while polling");
         assert_eq!(looks.get(), 3);
-        assert!(!PollAlways::wait_for_wake(woken_at(u32::MAX)));
+        assert!(!PollAlways::wait_for_wake(Wait::Stack, woken_at(u32::MAX)));
         assert!(looks.get() > 1, "gave up at once: {} looks", looks.get());
         // Waits of 20 ms: a wake would most likely come after the poll.
         for _ in 0..16 {
-            Native::note_wake(us(20_000), None);
+            Native::note_wake(Wait::Stack, us(20_000), None);
         }
-        assert!(!PollAlways::wait_for_wake(woken_at(1)), "polled although waits outlast wakes");
+        assert!(
+            !PollAlways::wait_for_wake(Wait::Stack, woken_at(1)),
+            "polled although waits outlast wakes"
+        );
+        assert_eq!(looks.get(), 0);
+        // Waits for a notification have a memory of their own: this
+        // thread's notifications come at once, while its waits on a stack
+        // outlast its wakes.
+        Native::note_wake(Wait::Notify, us(1), None);
+        assert!(
+            PollAlways::wait_for_wake(Wait::Notify, woken_at(1)),
+            "did not poll for a notification"
+        );
+        assert!(!PollAlways::wait_for_wake(Wait::Stack, woken_at(1)), "polled on the stack");
+        // Notifications that outlast the wakes end those polls too.
+        for _ in 0..16 {
+            Native::note_wake(Wait::Notify, us(20_000), None);
+        }
+        assert!(
+            !PollAlways::wait_for_wake(Wait::Notify, woken_at(1)),
+            "polled for a late notification"
+        );
         assert_eq!(looks.get(), 0);
     })
     .join()
@@ -1089,6 +1113,81 @@ fn an_uncontended_run_fails_the_polling_check() {
     // The check above can fail: one thread never sleeps.
     let events = contend_polling::<PollAlways>("an_uncontended_run_fails_the_polling_check", 1);
     assert_eq!(polling_shortfall(&events), ["Parked", "WokenWhilePolling"]);
+}
+
+/// Two threads pass a turn back and forth `rounds` times through a
+/// condition variable (wait while it is not your turn, pass it,
+/// `notify_one`), as a ping-pong does; checks that every turn was taken and
+/// returns the events. A notification comes as soon as the other thread
+/// runs, sooner than a wake from the OS: waiters poll for it (on
+/// `PollAlways`, however long a wake takes on the machine running the test).
+fn condvar_ping_pong<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
+    name: &str,
+    rounds: u64,
+) -> Events {
+    let guarded = Guarded::<P>::new();
+    let cond = crate::condvar::Cond::<P> { word: AtomicPtr::new(ptr::null_mut()) };
+    let total = Mutex::new(Events::default());
+    let dog = Watchdog::start(name);
+    thread::scope(|s| {
+        for me in 0..2_u64 {
+            let (g, cond, total, dog) = (&guarded, &cond, &total, &dog);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                g.lock.lock();
+                // SAFETY: `data` (the turns taken; even: thread 0's turn)
+                // is read and written with the lock held, which `wait`
+                // gives back before it returns; unlocked once at the end.
+                unsafe {
+                    for _ in 0..rounds {
+                        while *g.data.get() % 2 != me {
+                            cond.wait(&g.lock, || g.lock.unlock(), None);
+                        }
+                        *g.data.get() += 1;
+                        cond.notify_one();
+                        dog.progress();
+                    }
+                    g.lock.unlock();
+                }
+            });
+        }
+    });
+    assert_eq!(guarded.value(), 2 * rounds, "a turn was lost");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {rounds} round trips: {events:?}");
+    events
+}
+
+/// What a [`condvar_ping_pong`] fell short of: notifications, and
+/// notifications that found their waiter polling, each at least a quarter
+/// of [`MIN_EVENTS`].
+fn condvar_polling_shortfall(e: &Events) -> Vec<&'static str> {
+    below(
+        e,
+        &[
+            (Event::CondWoken, "CondWoken", MIN_EVENTS / 4),
+            (Event::CondPolled, "CondPolled", MIN_EVENTS / 4),
+        ],
+    )
+}
+
+#[test]
+fn condvar_waiters_poll_for_their_notification() {
+    let name = "condvar_waiters_poll_for_their_notification";
+    until(name, || condvar_ping_pong::<PollAlways>(name, ROUNDS), condvar_polling_shortfall);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads: Miri's run is too short for a sleep")]
+fn a_condvar_ping_pong_without_polls_fails_the_polling_check() {
+    // The check above can fail: nobody polls, every notification wakes a
+    // sleeper.
+    let events = condvar_ping_pong::<NoPoll>(
+        "a_condvar_ping_pong_without_polls_fails_the_polling_check",
+        ROUNDS,
+    );
+    assert!(events.get(Event::CondWoken) > 0, "nobody was notified: {events:?}");
+    assert_eq!(condvar_polling_shortfall(&events), ["CondPolled"]);
 }
 
 #[test]

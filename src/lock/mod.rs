@@ -51,7 +51,7 @@ use core::sync::atomic::Ordering;
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 use crate::platform::{
-    Deadline, Event, Fault, NodeCell, Nudge, Parker, Platform, SpinPolicy, StateWord, Woke,
+    Deadline, Event, Fault, NodeCell, Nudge, Parker, Platform, SpinPolicy, StateWord, Wait, Woke,
 };
 
 mod stack;
@@ -254,6 +254,27 @@ impl<P: Platform> Node<P> {
     pub(crate) unsafe fn link_to(&self, older: *mut Node<P>) {
         // SAFETY: forwarded from the caller.
         unsafe { self.next.set(older) };
+    }
+
+    /// Records that a wake is on its way to the node's waiter, now (its
+    /// waiter learns its waits and wake latencies from it, see
+    /// [`Platform::note_wake`]).
+    ///
+    /// # Safety
+    /// The caller is the node's waker: the waiter reads the field only once
+    /// the wake (a Release store) has landed.
+    pub(crate) unsafe fn stamp_wake(&self) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.woken_at.set(P::now()) };
+    }
+
+    /// When [`Node::stamp_wake`] was called.
+    ///
+    /// # Safety
+    /// The caller is the node's waiter, and its wake (stamped) has landed.
+    pub(crate) unsafe fn woken_at(&self) -> u64 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.woken_at.get() }
     }
 }
 

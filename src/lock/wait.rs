@@ -286,7 +286,7 @@ impl<P: Platform> Lock<P> {
                 // coming while we polled would keep us from ever marking.
                 // SAFETY: only we write `since`.
                 let due = !w.marked && P::starve_due(unsafe { node.since.get() }, backed_up);
-                w.polled = !due && P::wait_for_wake(|| node.parker.unparked());
+                w.polled = !due && P::wait_for_wake(Wait::Stack, || node.parker.unparked());
                 w.woken_awake = false;
                 if w.polled {
                     P::record(Event::WokenWhilePolling);
@@ -338,7 +338,7 @@ impl<P: Platform> Lock<P> {
         // The latency of a wake from the OS: not of one that found us
         // polling or awake after our mark.
         let slept = !w.polled && !w.woken_awake;
-        P::note_wake(woken_at.saturating_sub(w.pushed_at), slept.then_some(latency));
+        P::note_wake(Wait::Stack, woken_at.saturating_sub(w.pushed_at), slept.then_some(latency));
         #[cfg(any(test, feature = "stats"))]
         P::record_woken(latency, handed_lock);
         if handed_lock && P::FAULT != Fault::IgnoreHandedLock {

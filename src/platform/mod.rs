@@ -241,6 +241,17 @@ pub(crate) trait NodeCell<T: Copy> {
     unsafe fn set(&self, value: T);
 }
 
+/// What a thread waits for, for [`Platform::wait_for_wake`], which keeps
+/// a memory of each: their waits differ (a turn on the mutex is about a
+/// critical section; a notification is whenever another thread has news).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Its wake on a mutex's waiter stack.
+    Stack,
+    /// A notification on a condition variable.
+    Notify,
+}
+
 /// How a park ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Woke {
@@ -492,7 +503,8 @@ pub(crate) trait Platform: Sized + 'static {
     fn wait_awake(woken: impl Fn() -> bool) -> bool {
         woken()
     }
-    /// A waiter that has just pushed itself may wait here for its wake,
+    /// A waiter that has just pushed itself onto a stack, or listed itself
+    /// on a condition variable and unlocked, may wait here for its wake,
     /// polling its own node (`woken`, a load of its parker's word: no
     /// write, and no look at the lock word), before it sleeps in the OS.
     /// Returns whether the wake came. The model does not poll (`false`):
@@ -502,15 +514,15 @@ pub(crate) trait Platform: Sized + 'static {
     /// (a sleep marks it starving), and a timed waiter may return up to
     /// one poll (at most `arch::WAKE_POLL_MAX_NS`) after its deadline.
     #[inline(always)]
-    fn wait_for_wake(_woken: impl Fn() -> bool) -> bool {
+    fn wait_for_wake(_wait: Wait, _woken: impl Fn() -> bool) -> bool {
         false
     }
-    /// A wake of this thread: it had waited `queued` ticks on the stack,
-    /// from its push to the wake, and, if it slept in the OS, it ran
-    /// `latency` ticks after the wake. What [`Platform::wait_for_wake`]
-    /// learns from.
+    /// A wake of this thread: it had waited `waited` ticks for it (from its
+    /// push, or from listing itself on a condition variable), and, if it
+    /// slept in the OS, it ran `latency` ticks after the wake. What
+    /// [`Platform::wait_for_wake`] learns from.
     #[inline(always)]
-    fn note_wake(_queued: u64, _latency: Option<u64>) {}
+    fn note_wake(_wait: Wait, _waited: u64, _latency: Option<u64>) {}
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
@@ -659,6 +671,10 @@ pub(crate) enum Event {
     /// A condition variable's `notify_one` found the mutex free and woke
     /// the oldest waiter, which locks it itself.
     CondWoken,
+    /// A condition variable's notification (or the mutex's wake, after a
+    /// requeue) came while its waiter polled its own node, before it slept
+    /// in the OS ([`Platform::wait_for_wake`]).
+    CondPolled,
     /// A condition variable's timed wait ran out with the waiter still on
     /// the list: it took itself off.
     CondTimedOut,

@@ -5,7 +5,7 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, Ordering::Relaxed};
 use std::cell::Cell;
 
-use super::{Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord};
+use super::{Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord, Wait};
 use crate::arch::{self, Knob};
 
 #[cfg(target_os = "linux")]
@@ -84,6 +84,9 @@ std::thread_local! {
     /// How long this thread's recent waits on a stack lasted, from its push
     /// to its wake (ticks, a running average; see `wait_for_wake`).
     static QUEUED: Cell<u64> = const { Cell::new(0) };
+    /// How long this thread's recent waits on a condition variable lasted,
+    /// from listing itself to its notification (ticks, a running average).
+    static NOTIFY_WAITED: Cell<u64> = const { Cell::new(0) };
     /// How long this thread's recent wakes from an OS sleep took to run it
     /// (ticks, a running average); 0 until it has slept once.
     static WAKE_LATENCY: Cell<u64> = const { Cell::new(0) };
@@ -376,9 +379,9 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         let awake = arch::tuned(Knob::StarvedAwake, arch::STARVED_AWAKE_NS);
         Self::poll(woken, arch::ns_to_ticks(awake))
     }
-    /// Polls while this thread's recent waits on the stack were shorter
-    /// than its recent wakes took to run it, for that wake latency, if it
-    /// is at most `arch::WAKE_POLL_MAX_NS`.
+    /// Polls while this thread's recent waits of this kind (on a stack, or
+    /// for a notification) were shorter than its recent wakes took to run
+    /// it, for that wake latency, if it is at most `arch::WAKE_POLL_MAX_NS`.
     ///
     /// A sleeper that is running when its wake comes takes over the wake at
     /// once; one asleep in the OS runs a wake latency later, and when the
@@ -397,19 +400,26 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     /// oversubscribed), and there a poll would take a CPU from the threads
     /// that have work, the holder among them: no poll.
     #[inline]
-    fn wait_for_wake(woken: impl Fn() -> bool) -> bool {
+    fn wait_for_wake(wait: Wait, woken: impl Fn() -> bool) -> bool {
         let latency = WAKE_LATENCY.with(Cell::get);
+        let waited = match wait {
+            Wait::Stack => QUEUED.with(Cell::get),
+            Wait::Notify => NOTIFY_WAITED.with(Cell::get),
+        };
         if latency == 0
             || latency > arch::ns_to_ticks(V::WAKE_POLL_MAX_NS.unwrap_or(arch::WAKE_POLL_MAX_NS))
-            || QUEUED.with(Cell::get) >= latency
+            || waited >= latency
         {
             return false;
         }
         Self::poll(woken, latency)
     }
     #[inline]
-    fn note_wake(queued: u64, latency: Option<u64>) {
-        QUEUED.with(|q| average(q, queued));
+    fn note_wake(wait: Wait, waited: u64, latency: Option<u64>) {
+        match wait {
+            Wait::Stack => QUEUED.with(|q| average(q, waited)),
+            Wait::Notify => NOTIFY_WAITED.with(|q| average(q, waited)),
+        }
         if let Some(latency) = latency {
             // At least one tick: 0 means "not measured".
             WAKE_LATENCY.with(|l| average(l, latency.max(1)));
