@@ -100,6 +100,7 @@ impl<P: Platform> Cond<P> {
                 u();
             }
         }
+        let listed_at;
         let oldest = self.lock_list();
         // SAFETY: we own the list: its waiters stay on it, their fields
         // ours to read and write, until we give it back.
@@ -120,9 +121,10 @@ impl<P: Platform> Cond<P> {
                 (*oldest).older.set(mp);
                 oldest
             };
+            // Before a notifier can take us (and stamp our node).
+            listed_at = P::now();
             self.unlock_list(oldest);
         }
-        let listed_at = P::now();
         // Our node is on the list from here on: abort rather than unwind
         // past it.
         no_unwind::<P, _>(|| {
@@ -138,8 +140,11 @@ impl<P: Platform> Cond<P> {
             // (a ping-pong, a consumer kept fed) then takes its
             // notification running, and its notifier makes no system call.
             // While we poll, our parker is armed and not asleep: the only
-            // change it can see is a wake (nudges go to sleepers only).
-            let polled = P::wait_for_wake(Wait::Notify, || me.node.parker().unparked());
+            // change it can see is a wake (a notifier's, or the mutex's
+            // after a requeue, which may hand us the lock); nudges go to
+            // sleepers only. Seeing it (with `unparked`'s Acquire) is what
+            // `park` would return at once.
+            let polled = P::wait_for_wake(Wait::Notify, deadline, || me.node.parker().unparked());
             let woke = if polled {
                 P::record(Event::CondPolled);
                 Woke::Unparked
@@ -168,7 +173,8 @@ impl<P: Platform> Cond<P> {
             Woke::Nudged => REQUEUED,
             // SAFETY: the notifier (or the stack owner that popped us after
             // a requeue) wrote it before the wake, whose Release the park
-            // acquired, and nobody writes it any more.
+            // (or the poll's `unparked`) acquired, and nobody writes it any
+            // more.
             Woke::Unparked => unsafe { me.state.get() },
             Woke::TimedOut => {
                 let oldest = self.lock_list();
@@ -204,8 +210,8 @@ impl<P: Platform> Cond<P> {
             }
         };
         if woke == Woke::Unparked && (state == NOTIFIED || state == HANDED) {
-            // SAFETY: the notifier stamped the node before its wake, which
-            // has landed.
+            // SAFETY: only the notifier wrote it, before its wake (the
+            // Release swap in `unpark`), which our park or poll acquired.
             let woken_at = unsafe { me.node.woken_at() };
             // Saturating: two CPUs' tick counters may disagree slightly.
             let latency = (!polled).then(|| P::now().saturating_sub(woken_at));
@@ -215,10 +221,10 @@ impl<P: Platform> Cond<P> {
             NOTIFIED => lock.lock(),
             HANDED => {}
             REQUEUED if woke == Woke::Nudged && P::FAULT == Fault::RequeuedIgnoresNudge => {
-                lock.wait_requeued(&me.node, Woke::TimedOut)
+                lock.wait_requeued(&me.node, Woke::TimedOut, false)
             }
             REQUEUED => {
-                lock.wait_requeued(&me.node, woke);
+                lock.wait_requeued(&me.node, woke, polled);
                 // Its wait ended with the mutex's wake, at the earliest:
                 // what the next poll goes by.
                 P::note_wake(Wait::Notify, P::now().saturating_sub(listed_at), None);

@@ -996,35 +996,41 @@ fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
             }
         };
         assert!(
-            !Native::wait_for_wake(Wait::Stack, woken_at(1)),
+            !Native::wait_for_wake(Wait::Stack, None, woken_at(1)),
             "polled before any wake was measured"
         );
         assert_eq!(looks.get(), 0, "looked before any wake was measured");
         // Waits of 1 µs, wakes that take 30 µs to run the thread: it polls
         // (its first look, before any look at the clock, sees the wake).
         Native::note_wake(Wait::Stack, us(1), Some(us(30)));
-        assert!(Native::wait_for_wake(Wait::Stack, woken_at(1)), "did not poll");
+        assert!(Native::wait_for_wake(Wait::Stack, None, woken_at(1)), "did not poll");
         assert_eq!(looks.get(), 1);
         // Short waits, but wakes that take 10 ms to run the thread (it
         // waited for a CPU): no poll under the production cap, ...
         for _ in 0..16 {
             Native::note_wake(Wait::Stack, us(1), Some(us(10_000)));
         }
-        assert!(!Native::wait_for_wake(Wait::Stack, woken_at(1)), "polled on oversubscribed CPUs");
+        assert!(
+            !Native::wait_for_wake(Wait::Stack, None, woken_at(1)),
+            "polled on oversubscribed CPUs"
+        );
         assert_eq!(looks.get(), 0);
         // ... a poll under a cap of 1 s, which sees a wake that comes, and
         // ends on its own without one (10 ms: time for many looks however
         // the thread is scheduled).
-        assert!(PollAlways::wait_for_wake(Wait::Stack, woken_at(3)), "missed a wake while polling");
+        assert!(
+            PollAlways::wait_for_wake(Wait::Stack, None, woken_at(3)),
+            "missed a wake while polling"
+        );
         assert_eq!(looks.get(), 3);
-        assert!(!PollAlways::wait_for_wake(Wait::Stack, woken_at(u32::MAX)));
+        assert!(!PollAlways::wait_for_wake(Wait::Stack, None, woken_at(u32::MAX)));
         assert!(looks.get() > 1, "gave up at once: {} looks", looks.get());
         // Waits of 20 ms: a wake would most likely come after the poll.
         for _ in 0..16 {
             Native::note_wake(Wait::Stack, us(20_000), None);
         }
         assert!(
-            !PollAlways::wait_for_wake(Wait::Stack, woken_at(1)),
+            !PollAlways::wait_for_wake(Wait::Stack, None, woken_at(1)),
             "polled although waits outlast wakes"
         );
         assert_eq!(looks.get(), 0);
@@ -1033,16 +1039,29 @@ fn a_sleeper_polls_only_while_its_waits_are_shorter_than_its_wakes() {
         // outlast its wakes.
         Native::note_wake(Wait::Notify, us(1), None);
         assert!(
-            PollAlways::wait_for_wake(Wait::Notify, woken_at(1)),
+            PollAlways::wait_for_wake(Wait::Notify, None, woken_at(1)),
             "did not poll for a notification"
         );
-        assert!(!PollAlways::wait_for_wake(Wait::Stack, woken_at(1)), "polled on the stack");
+        assert!(!PollAlways::wait_for_wake(Wait::Stack, None, woken_at(1)), "polled on the stack");
+        // A poll that would outlast the waiter's deadline (the wake latency
+        // is about 10 ms here) does not start; one that ends before it does.
+        let soon = std::time::Instant::now() + Duration::from_micros(100);
+        assert!(
+            !PollAlways::wait_for_wake(Wait::Notify, Some(soon), woken_at(1)),
+            "polled past the deadline"
+        );
+        assert_eq!(looks.get(), 0);
+        let later = std::time::Instant::now() + Duration::from_secs(60);
+        assert!(
+            PollAlways::wait_for_wake(Wait::Notify, Some(later), woken_at(1)),
+            "did not poll before a far deadline"
+        );
         // Notifications that outlast the wakes end those polls too.
         for _ in 0..16 {
             Native::note_wake(Wait::Notify, us(20_000), None);
         }
         assert!(
-            !PollAlways::wait_for_wake(Wait::Notify, woken_at(1)),
+            !PollAlways::wait_for_wake(Wait::Notify, None, woken_at(1)),
             "polled for a late notification"
         );
         assert_eq!(looks.get(), 0);

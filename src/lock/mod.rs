@@ -197,10 +197,11 @@ pub(crate) struct Node<P: Platform> {
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
     /// then on it counts as starving.
     starved: P::Cell<bool>,
-    /// When a wake unlinked this node ([`Platform::now`] ticks): its thread
-    /// measures how long it waited on the stack (from its push) and, if it
-    /// slept in the OS, how long it took to run after the wake; the waiting
-    /// policy learns from both ([`Platform::note_wake`]).
+    /// When a wake unlinked this node from a stack, or a condition
+    /// variable's notifier from its list ([`Platform::now`] ticks): its
+    /// thread measures how long it waited (from its push, or its listing)
+    /// and, if it slept in the OS, how long it took to run after the wake;
+    /// the waiting policy learns from both ([`Platform::note_wake`]).
     woken_at: P::Cell<u64>,
     /// Set by a stack owner that nudged this sleeper (see
     /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
@@ -261,8 +262,10 @@ impl<P: Platform> Node<P> {
     /// [`Platform::note_wake`]).
     ///
     /// # Safety
-    /// The caller is the node's waker: the waiter reads the field only once
-    /// the wake (a Release store) has landed.
+    /// The caller is the node's waker, and the node is on no stack (a
+    /// condition variable's notifier, which took it off its list): nobody
+    /// else writes the field, and the waiter reads it only once the wake
+    /// (a Release store) has landed.
     pub(crate) unsafe fn stamp_wake(&self) {
         // SAFETY: forwarded from the caller.
         unsafe { self.woken_at.set(P::now()) };

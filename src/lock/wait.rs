@@ -30,7 +30,9 @@ impl<P: Platform> Lock<P> {
     /// stack owner popped and woke it, nudged it, or its own deadline
     /// passed (which no longer counts: the wait is now for the lock).
     /// Returns once the lock is ours.
-    pub(crate) fn wait_requeued(&self, node: &Node<P>, woke: Woke) {
+    /// `polled`: the wake came while the thread polled its node, before it
+    /// slept (so it measured no wake from the OS).
+    pub(crate) fn wait_requeued(&self, node: &Node<P>, woke: Woke, polled: bool) {
         no_unwind::<P, _>(|| {
             let me: *mut Node<P> = ptr::from_ref(node).cast_mut();
             let mut w = Waiter::new::<P>();
@@ -39,6 +41,7 @@ impl<P: Platform> Lock<P> {
             w.clocked = true;
             // SAFETY: written before the push; stack owners only read it.
             w.pushed_at = unsafe { node.since.get() };
+            w.polled = polled;
             if woke != Woke::Unparked {
                 // No deadline: the sleep ends with a wake.
                 self.sleep(
@@ -286,7 +289,8 @@ impl<P: Platform> Lock<P> {
                 // coming while we polled would keep us from ever marking.
                 // SAFETY: only we write `since`.
                 let due = !w.marked && P::starve_due(unsafe { node.since.get() }, backed_up);
-                w.polled = !due && P::wait_for_wake(Wait::Stack, || node.parker.unparked());
+                w.polled =
+                    !due && P::wait_for_wake(Wait::Stack, deadline, || node.parker.unparked());
                 w.woken_awake = false;
                 if w.polled {
                     P::record(Event::WokenWhilePolling);

@@ -509,12 +509,16 @@ pub(crate) trait Platform: Sized + 'static {
     /// write, and no look at the lock word), before it sleeps in the OS.
     /// Returns whether the wake came. The model does not poll (`false`):
     /// a poll writes nothing, and the parker's own first check reads the
-    /// same word with the same Acquire. What the poll does not do is look
-    /// at a clock: the caller polls only before its starvation deadline
-    /// (a sleep marks it starving), and a timed waiter may return up to
-    /// one poll (at most `arch::WAKE_POLL_MAX_NS`) after its deadline.
+    /// same word with the same Acquire. A poll never outlasts `deadline`
+    /// (the waiter's own, if timed): one that would does not start. It
+    /// does not look at the starvation deadline: the caller polls only
+    /// before it (a sleep marks it starving).
     #[inline(always)]
-    fn wait_for_wake(_wait: Wait, _woken: impl Fn() -> bool) -> bool {
+    fn wait_for_wake(
+        _wait: Wait,
+        _deadline: Option<Deadline<Self>>,
+        _woken: impl Fn() -> bool,
+    ) -> bool {
         false
     }
     /// A wake of this thread: it had waited `waited` ticks for it (from its

@@ -400,7 +400,11 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     /// oversubscribed), and there a poll would take a CPU from the threads
     /// that have work, the holder among them: no poll.
     #[inline]
-    fn wait_for_wake(wait: Wait, woken: impl Fn() -> bool) -> bool {
+    fn wait_for_wake(
+        wait: Wait,
+        deadline: Option<std::time::Instant>,
+        woken: impl Fn() -> bool,
+    ) -> bool {
         let latency = WAKE_LATENCY.with(Cell::get);
         let waited = match wait {
             Wait::Stack => QUEUED.with(Cell::get),
@@ -411,6 +415,14 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
             || waited >= latency
         {
             return false;
+        }
+        if let Some(d) = deadline {
+            // Whole microseconds: a tick count from a `Duration`.
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            let left_us = u64::try_from(left.as_micros()).unwrap_or(u64::MAX);
+            if left_us.saturating_mul(arch::ticks_per_us()) < latency {
+                return false;
+            }
         }
         Self::poll(woken, latency)
     }
