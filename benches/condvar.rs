@@ -131,7 +131,6 @@ use std::io::Write as _;
 use std::ops::DerefMut;
 use std::path::PathBuf;
 use std::sync::PoisonError;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -139,7 +138,6 @@ use criterion::{Criterion, SamplingMode, Throughput};
 
 #[path = "shared.rs"]
 mod shared;
-use crossbeam_utils::CachePadded;
 use shared::*;
 
 // ---------------------------------------------------------------------------
@@ -275,26 +273,6 @@ macro_rules! with_impl {
 }
 
 // ---------------------------------------------------------------------------
-// CPU accounting (as in mutex.rs)
-// ---------------------------------------------------------------------------
-
-fn usage() -> Usage {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `ru` is a valid place for one `rusage`, which `getrusage`
-    // fills when it returns 0 (checked before `assume_init`).
-    let ru = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()), 0);
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
-    Usage {
-        cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
-        ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
-        system_ns: system_busy_ns(),
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The watchdog
 // ---------------------------------------------------------------------------
 
@@ -332,27 +310,6 @@ fn start_watchdog() {
 // ---------------------------------------------------------------------------
 // Windows
 // ---------------------------------------------------------------------------
-
-/// The start flag and the threads' published progress.
-struct Progress {
-    go: CachePadded<AtomicBool>,
-    /// Each thread's operation count, published every 16 operations, each
-    /// on its own cache line (only the coordinator reads them, rarely).
-    counts: Vec<CachePadded<AtomicU64>>,
-}
-
-impl Progress {
-    #[inline(always)]
-    fn publish(&self, id: usize, ops: u64) {
-        if ops & 15 == 0 {
-            self.counts[id].store(ops, Ordering::Relaxed);
-        }
-    }
-
-    fn total(&self) -> u64 {
-        self.counts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
-    }
-}
 
 /// One window's result.
 #[derive(Clone, Copy, Debug)]
@@ -400,11 +357,9 @@ impl Sample {
     }
 }
 
-/// Runs `threads` copies of `worker` for one fixed-duration window of at
-/// least `dur`, extended (in steps of at least 1 ms) until the threads have
-/// published at least `min_ops` operations, then calls `stop` (which must
-/// make every worker return) and joins them. Returns what each worker
-/// returned, the window's seconds and the usage before and after.
+/// [`run_window`] for workers that return their operation count and may
+/// be waiting on a condition variable when the window ends: `stop` (called
+/// after the window's `stop` flag is raised) must make every worker return.
 fn window<W, S>(
     threads: usize,
     dur: Duration,
@@ -413,50 +368,10 @@ fn window<W, S>(
     stop: S,
 ) -> (Vec<u64>, f64, Usage, Usage)
 where
-    W: Fn(usize, &Progress) -> u64 + Sync,
+    W: Fn(usize, &Window) -> u64 + Sync,
     S: FnOnce(),
 {
-    let progress = Progress {
-        go: CachePadded::new(AtomicBool::new(false)),
-        counts: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-    };
-    let ready = AtomicUsize::new(0);
-    thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (progress, ready, worker) = (&progress, &ready, &worker);
-                s.spawn(move || {
-                    ready.fetch_add(1, Ordering::AcqRel);
-                    while !progress.go.load(Ordering::Acquire) {
-                        thread::yield_now();
-                    }
-                    worker(i, progress)
-                })
-            })
-            .collect();
-        while ready.load(Ordering::Acquire) < threads {
-            thread::yield_now();
-        }
-        let u0 = usage();
-        let t0 = Instant::now();
-        progress.go.store(true, Ordering::Release);
-        thread::sleep(dur);
-        loop {
-            let done = progress.total();
-            if done >= min_ops {
-                break;
-            }
-            // Sleep for the missing operations at the rate seen so far.
-            let rate = done.max(1) as f64 / t0.elapsed().as_secs_f64();
-            let more = ((min_ops - done) as f64 / rate).clamp(1e-3, 0.1);
-            thread::sleep(Duration::from_secs_f64(more));
-        }
-        stop();
-        let outs: Vec<u64> =
-            handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect();
-        let secs = t0.elapsed().as_secs_f64();
-        (outs, secs, u0, usage())
-    })
+    run_window(threads, dur, min_ops, worker, stop)
 }
 
 // ---------------------------------------------------------------------------
@@ -476,7 +391,7 @@ struct QueueState {
 fn run_queue<F: CvFamily>(pairs: usize, dur: Duration, min_ops: u64) -> Sample {
     let m = F::new_mutex(QueueState { q: VecDeque::with_capacity(QUEUE_CAP), stop: false });
     let (not_empty, not_full) = (F::new_cv(), F::new_cv());
-    let worker = |id: usize, progress: &Progress| -> u64 {
+    let worker = |id: usize, progress: &Window| -> u64 {
         let mut n = 0u64;
         let mut g = F::lock(&m);
         if id < pairs {
@@ -539,7 +454,7 @@ struct PingState {
 fn run_pingpong<F: CvFamily>(dur: Duration, min_ops: u64) -> Sample {
     let m = F::new_mutex(PingState { turn: 0, stop: false });
     let cv = F::new_cv();
-    let worker = |id: usize, progress: &Progress| -> u64 {
+    let worker = |id: usize, progress: &Window| -> u64 {
         // Thread 0 counts its turns: one per round trip.
         let mut n = 0u64;
         let mut g = F::lock(&m);

@@ -280,7 +280,7 @@ use std::io::Write as _;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -803,22 +803,6 @@ fn ticks() -> u64 {
     }
 }
 
-fn usage() -> Usage {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `ru` is a valid place for one `rusage`, which `getrusage`
-    // fills when it returns 0.
-    let ru = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()), 0);
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
-    Usage {
-        cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
-        ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
-        system_ns: system_busy_ns(),
-    }
-}
-
 /// `steps` dependent xor-shift-multiply steps on `x`: the unit of simulated
 /// work. The shift makes a step non-linear, so the compiler cannot fold
 /// several steps into one (as it would fold a chain of multiply-adds).
@@ -862,30 +846,6 @@ fn calibrate() -> Calibration {
 // Windows
 // ---------------------------------------------------------------------------
 
-/// The flags a window's threads watch, and their published progress.
-struct Flags {
-    go: CachePadded<AtomicBool>,
-    stop: CachePadded<AtomicBool>,
-    /// Each thread's operation count, published every 16 operations, each on
-    /// its own cache line (only the coordinator reads them, rarely).
-    progress: Vec<CachePadded<AtomicU64>>,
-}
-
-impl Flags {
-    /// Whether thread `id`, having done `ops` operations, should go on.
-    #[inline(always)]
-    fn running(&self, id: usize, ops: u64) -> bool {
-        if ops & 15 == 0 {
-            self.progress[id].store(ops, Ordering::Relaxed);
-        }
-        !self.stop.load(Ordering::Relaxed)
-    }
-
-    fn progress(&self) -> u64 {
-        self.progress.iter().map(|p| p.load(Ordering::Relaxed)).sum()
-    }
-}
-
 /// What one worker thread reports.
 struct ThreadOut {
     ops: u64,
@@ -921,55 +881,12 @@ struct Sample {
     timed_out: f64,
 }
 
-/// Runs `threads` copies of `worker` for one fixed-duration window of at
-/// least `dur`, extended (in steps of at least 1 ms) until the threads have
-/// published at least `min_ops` operations.
+/// [`run_window`], summarised.
 fn window<W>(threads: usize, dur: Duration, min_ops: u64, tick_ns: f64, worker: W) -> Sample
 where
-    W: Fn(usize, &Flags) -> ThreadOut + Sync,
+    W: Fn(usize, &Window) -> ThreadOut + Sync,
 {
-    let flags = Flags {
-        go: CachePadded::new(AtomicBool::new(false)),
-        stop: CachePadded::new(AtomicBool::new(false)),
-        progress: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-    };
-    let ready = AtomicUsize::new(0);
-    let (outs, secs, u0, u1) = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (flags, ready, worker) = (&flags, &ready, &worker);
-                s.spawn(move || {
-                    ready.fetch_add(1, Ordering::AcqRel);
-                    while !flags.go.load(Ordering::Acquire) {
-                        thread::yield_now();
-                    }
-                    worker(i, flags)
-                })
-            })
-            .collect();
-        while ready.load(Ordering::Acquire) < threads {
-            thread::yield_now();
-        }
-        let u0 = usage();
-        let t0 = Instant::now();
-        flags.go.store(true, Ordering::Release);
-        thread::sleep(dur);
-        loop {
-            let done = flags.progress();
-            if done >= min_ops {
-                break;
-            }
-            // Sleep for the missing operations at the rate seen so far.
-            let rate = done.max(1) as f64 / t0.elapsed().as_secs_f64();
-            let more = ((min_ops - done) as f64 / rate).clamp(1e-3, 0.1);
-            thread::sleep(Duration::from_secs_f64(more));
-        }
-        flags.stop.store(true, Ordering::Relaxed);
-        let outs: Vec<ThreadOut> =
-            handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect();
-        let secs = t0.elapsed().as_secs_f64();
-        (outs, secs, u0, usage())
-    });
+    let (outs, secs, u0, u1) = run_window(threads, dur, min_ops, worker, || {});
     summarize(&outs, secs, u0, u1, tick_ns)
 }
 

@@ -1,9 +1,14 @@
 //! What the two benchmarks (`mutex.rs`, `condvar.rs`) share: the command
-//! line, the machine and the commit, CPU accounting, and the JSON lines'
-//! formatting. Included by each with `#[path = "shared.rs"] mod shared;`.
+//! line, the machine and the commit, CPU accounting, the fixed-duration
+//! window, and the JSON lines' formatting. Included by each with `#[path = "shared.rs"] mod shared;`.
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
 
 /// Process-wide CPU time and context switches, from `getrusage(RUSAGE_SELF)`,
 /// and the whole system's busy CPU time, from `/proc/stat`.
@@ -13,6 +18,120 @@ pub(crate) struct Usage {
     pub(crate) ctxsw: i64,
     /// Busy CPU time of the whole machine (NaN where `/proc/stat` is missing).
     pub(crate) system_ns: f64,
+}
+
+/// This process's CPU time and context switches so far, and the machine's
+/// busy time.
+pub(crate) fn usage() -> Usage {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `ru` is a valid place for one `rusage`, which `getrusage`
+    // fills when it returns 0 (checked before `assume_init`).
+    let ru = unsafe {
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()), 0);
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    Usage {
+        cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
+        ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
+        system_ns: system_busy_ns(),
+    }
+}
+
+/// What a window's threads share with the thread that runs it: the start
+/// and stop flags, and each thread's published operation count.
+pub(crate) struct Window {
+    go: CachePadded<AtomicBool>,
+    stop: CachePadded<AtomicBool>,
+    /// Each thread's operation count, published every 16 operations, each
+    /// on its own cache line (only the coordinator reads them, rarely).
+    counts: Vec<CachePadded<AtomicU64>>,
+}
+
+impl Window {
+    /// Publishes thread `id`'s count `ops` (every 16 operations).
+    #[inline(always)]
+    pub(crate) fn publish(&self, id: usize, ops: u64) {
+        if ops & 15 == 0 {
+            self.counts[id].store(ops, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether thread `id`, having done `ops` operations, should go on
+    /// (publishing its count).
+    #[allow(dead_code, reason = "condvar.rs's workers stop on a flag under their mutex")]
+    #[inline(always)]
+    pub(crate) fn running(&self, id: usize, ops: u64) -> bool {
+        self.publish(id, ops);
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Runs `threads` copies of `worker` for one fixed-duration window of at
+/// least `dur`, extended (in steps of at least 1 ms) until the threads have
+/// published at least `min_ops` operations; then raises the `stop` flag,
+/// calls `stop` (for workers that may be waiting on something else) and
+/// joins them. Returns what each worker returned, the window's seconds,
+/// and the usage before and after.
+pub(crate) fn run_window<T, W, S>(
+    threads: usize,
+    dur: Duration,
+    min_ops: u64,
+    worker: W,
+    stop: S,
+) -> (Vec<T>, f64, Usage, Usage)
+where
+    T: Send,
+    W: Fn(usize, &Window) -> T + Sync,
+    S: FnOnce(),
+{
+    let window = Window {
+        go: CachePadded::new(AtomicBool::new(false)),
+        stop: CachePadded::new(AtomicBool::new(false)),
+        counts: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+    };
+    let ready = AtomicUsize::new(0);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (window, ready, worker) = (&window, &ready, &worker);
+                s.spawn(move || {
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    while !window.go.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    worker(i, window)
+                })
+            })
+            .collect();
+        while ready.load(Ordering::Acquire) < threads {
+            thread::yield_now();
+        }
+        let u0 = usage();
+        let t0 = Instant::now();
+        window.go.store(true, Ordering::Release);
+        thread::sleep(dur);
+        loop {
+            let done = window.total();
+            if done >= min_ops {
+                break;
+            }
+            // Sleep for the missing operations at the rate seen so far.
+            let rate = done.max(1) as f64 / t0.elapsed().as_secs_f64();
+            let more = ((min_ops - done) as f64 / rate).clamp(1e-3, 0.1);
+            thread::sleep(Duration::from_secs_f64(more));
+        }
+        window.stop.store(true, Ordering::Relaxed);
+        stop();
+        let outs: Vec<T> =
+            handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect();
+        let secs = t0.elapsed().as_secs_f64();
+        (outs, secs, u0, usage())
+    })
 }
 
 /// Busy (not idle, not I/O wait) CPU time of the whole machine, in ns.
