@@ -8,7 +8,7 @@ use std::cell::{RefCell, UnsafeCell};
 use std::fmt;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -1207,6 +1207,123 @@ fn a_condvar_ping_pong_without_polls_fails_the_polling_check() {
     );
     assert!(events.get(Event::CondWoken) > 0, "nobody was notified: {events:?}");
     assert_eq!(condvar_polling_shortfall(&events), ["CondPolled"]);
+}
+
+/// `waiters` threads make `rounds` timed waits each (deadlines 1-200 µs
+/// away) on one condition variable while two notifiers call `notify_one`
+/// and `notify_all`, each with the mutex held (a requeue) or free (a
+/// hand-over, or a wake), until the waiters are done. Every wait that
+/// returns notified counts itself under the mutex; the notifications' own
+/// counts must add up to exactly that (a timed-out waiter is never
+/// counted, a counted one never reports a timeout). Waiters poll for their
+/// notification (on `PollAlways`), so polls race timeouts, requeues and
+/// hand-overs. Returns the events.
+fn condvar_timed_waits_race_notifications<P>(name: &str, waiters: usize, rounds: u64) -> Events
+where
+    P: Platform<State = AtomicPtr<crate::lock::Node<P>>, Parker: Parker<Deadline = Instant>>,
+{
+    let guarded = Guarded::<P>::new();
+    let cond = crate::condvar::Cond::<P> { word: AtomicPtr::new(ptr::null_mut()) };
+    let (notified, waiting) = (AtomicU64::new(0), AtomicUsize::new(waiters));
+    let total = Mutex::new(Events::default());
+    let dog = Watchdog::start(name);
+    thread::scope(|s| {
+        for t in 0..waiters {
+            let (g, cond, total, dog, waiting) = (&guarded, &cond, &total, &dog, &waiting);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t as u64 + 31);
+                for _ in 0..rounds {
+                    let deadline = Instant::now() + Duration::from_micros(1 + rng.below(200));
+                    g.lock.lock();
+                    // SAFETY: locked; `wait` gives the lock back before it
+                    // returns; `data` is touched only with it held.
+                    unsafe {
+                        if !cond.wait(&g.lock, || g.lock.unlock(), Some(deadline)) {
+                            *g.data.get() += 1;
+                        }
+                        g.lock.unlock();
+                    }
+                    dog.progress();
+                }
+                waiting.fetch_sub(1, Relaxed);
+            });
+        }
+        for t in 0..2 {
+            let (g, cond, total, notified, waiting) =
+                (&guarded, &cond, &total, &notified, &waiting);
+            s.spawn(move || {
+                let _tally = Tally(total);
+                let mut rng = Rng::new(t + 97);
+                while waiting.load(Relaxed) > 0 {
+                    let held = rng.one_in(2);
+                    if held {
+                        g.lock.lock();
+                    }
+                    let n = if rng.one_in(2) {
+                        cond.notify_all()
+                    } else {
+                        usize::from(cond.notify_one())
+                    };
+                    notified.fetch_add(n as u64, Relaxed);
+                    if held {
+                        // SAFETY: locked above.
+                        unsafe { g.lock.unlock() };
+                    }
+                    spin_for_ns(rng.below(20_000));
+                }
+            });
+        }
+    });
+    assert_eq!(
+        guarded.value(),
+        notified.load(Relaxed),
+        "the notifications' counts differ from the waits that returned notified"
+    );
+    assert_eq!(guarded.word(), 0, "lock left dirty");
+    let events = total.into_inner().unwrap();
+    eprintln!("{name}: {waiters} waiters x {rounds} timed waits: {events:?}");
+    events
+}
+
+/// What a run of [`condvar_timed_waits_race_notifications`] fell short of:
+/// polls that saw their wake, timeouts, timeouts that a notification
+/// overtook, requeues, hand-overs and wakes.
+fn condvar_race_shortfall(e: &Events) -> Vec<&'static str> {
+    below(
+        e,
+        &[
+            (Event::CondPolled, "CondPolled", MIN_EVENTS / 4),
+            (Event::CondTimedOut, "CondTimedOut", MIN_EVENTS / 4),
+            (Event::CondTimeoutOvertaken, "CondTimeoutOvertaken", 1),
+            (Event::Requeued, "Requeued", MIN_EVENTS / 4),
+            (Event::CondHanded, "CondHanded", MIN_EVENTS / 4),
+            (Event::CondWoken, "CondWoken", MIN_EVENTS / 4),
+        ],
+    )
+}
+
+#[test]
+fn condvar_timed_waits_that_poll_race_every_kind_of_notification() {
+    let name = "condvar_timed_waits_that_poll_race_every_kind_of_notification";
+    until(
+        name,
+        || condvar_timed_waits_race_notifications::<PollAlways>(name, 4, ROUNDS),
+        condvar_race_shortfall,
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "needs real parallel threads: Miri's run is too short for a sleep")]
+fn condvar_timed_waits_without_polls_fail_the_race_check() {
+    // The check above can fail: nobody polls.
+    let events = condvar_timed_waits_race_notifications::<NoPoll>(
+        "condvar_timed_waits_without_polls_fail_the_race_check",
+        4,
+        ROUNDS,
+    );
+    assert_eq!(events.get(Event::CondPolled), 0, "{events:?}");
+    assert!(condvar_race_shortfall(&events).contains(&"CondPolled"));
 }
 
 #[test]
