@@ -357,23 +357,6 @@ impl Sample {
     }
 }
 
-/// [`run_window`] for workers that return their operation count and may
-/// be waiting on a condition variable when the window ends: `stop` (called
-/// after the window's `stop` flag is raised) must make every worker return.
-fn window<W, S>(
-    threads: usize,
-    dur: Duration,
-    min_ops: u64,
-    worker: W,
-    stop: S,
-) -> (Vec<u64>, f64, Usage, Usage)
-where
-    W: Fn(usize, &Window) -> u64 + Sync,
-    S: FnOnce(),
-{
-    run_window(threads, dur, min_ops, worker, stop)
-}
-
 // ---------------------------------------------------------------------------
 // Workloads
 // ---------------------------------------------------------------------------
@@ -436,8 +419,8 @@ fn run_queue<F: CvFamily>(pairs: usize, dur: Duration, min_ops: u64) -> Sample {
         F::notify_all(&not_empty);
         F::notify_all(&not_full);
     };
-    // The progress slots of the producers stay 0: only consumers count.
-    let (outs, secs, u0, u1) = window(2 * pairs, dur, min_ops, worker, stop);
+    // Only consumers publish (slots 0..pairs); the upper slots stay 0.
+    let (outs, secs, u0, u1) = run_window(2 * pairs, dur, min_ops, worker, stop);
     let pushed: u64 = outs[..pairs].iter().sum();
     let popped: u64 = outs[pairs..].iter().sum();
     let left = F::lock(&m).q.len() as u64;
@@ -478,7 +461,7 @@ fn run_pingpong<F: CvFamily>(dur: Duration, min_ops: u64) -> Sample {
         g.stop = true;
         F::notify_all(&cv);
     };
-    let (outs, secs, u0, u1) = window(2, dur, min_ops, worker, stop);
+    let (outs, secs, u0, u1) = run_window(2, dur, min_ops, worker, stop);
     Sample::new(outs[0], secs, u0, u1)
 }
 

@@ -1,6 +1,7 @@
 //! What the two benchmarks (`mutex.rs`, `condvar.rs`) share: the command
 //! line, the machine and the commit, CPU accounting, the fixed-duration
-//! window, and the JSON lines' formatting. Included by each with `#[path = "shared.rs"] mod shared;`.
+//! window, and the JSON lines' formatting. Included by each with
+//! `#[path = "shared.rs"] mod shared;`.
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -304,8 +304,8 @@
 //! slack is the kernel's: its timer slack (50 µs by default, see
 //! `prctl(PR_SET_TIMERSLACK)`) and the time the thread waits for a CPU; a
 //! waiter past its deadline while it spins adds at most the 2 µs spin
-//! budget and one yield, one whose deadline passes while it polls its node
-//! for a wake adds at most that poll (50 µs, `WAKE_POLL_MAX_NS`), and one
+//! budget and one yield (a poll of its node for a wake that would outlast
+//! its deadline does not start), and one
 //! whose starvation deadline came just before its own adds at most the
 //! 10 µs it stays awake for a hand-off (`STARVED_AWAKE_NS`). docs/design.md gives measured figures.
 //!

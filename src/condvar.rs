@@ -100,7 +100,8 @@ impl<P: Platform> Cond<P> {
                 u();
             }
         }
-        let listed_at;
+        // Before we are on the list, so before a notifier can stamp our node.
+        let listed_at = P::now();
         let oldest = self.lock_list();
         // SAFETY: we own the list: its waiters stay on it, their fields
         // ours to read and write, until we give it back.
@@ -121,8 +122,6 @@ impl<P: Platform> Cond<P> {
                 (*oldest).older.set(mp);
                 oldest
             };
-            // Before a notifier can take us (and stamp our node).
-            listed_at = P::now();
             self.unlock_list(oldest);
         }
         // Our node is on the list from here on: abort rather than unwind
@@ -193,6 +192,8 @@ impl<P: Platform> Cond<P> {
                 }
                 self.unlock_list(oldest);
                 P::record(Event::CondTimeoutOvertaken);
+                // Its next poll learns nothing from this wait: the
+                // notification's time is not ours to read before its wake.
                 if P::FAULT == Fault::TimeoutAfterNotification && state != REQUEUED {
                     // Broken on purpose: counted by the notification, and
                     // reporting a timeout all the same.
@@ -265,6 +266,7 @@ impl<P: Platform> Cond<P> {
             let rest = unlink(oldest, oldest);
             P::record(Event::CondWoken);
             (*oldest).state.set(NOTIFIED);
+            // Off the list, on no stack: ours to stamp until the wake.
             (*oldest).node.stamp_wake();
             self.unlock_list(rest);
             P::Parker::unpark((*oldest).node.parker());
@@ -317,6 +319,7 @@ impl<P: Platform> Cond<P> {
                 if lock.try_lock() {
                     P::record(Event::CondHanded);
                     (*oldest).state.set(HANDED);
+                    // Not pushed (`push_chain` failed): ours to stamp.
                     (*oldest).node.stamp_wake();
                     if oldest != newest {
                         let second = ptr::from_ref(&(*(*oldest).newer.get()).node).cast_mut();
