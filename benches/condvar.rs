@@ -308,7 +308,7 @@ fn start_watchdog() {
 }
 
 // ---------------------------------------------------------------------------
-// Windows
+// A window's result (the windows themselves: `run_window` in shared.rs)
 // ---------------------------------------------------------------------------
 
 /// One window's result.
