@@ -20,8 +20,10 @@
 //!
 //! [`Condvar`] (with [`Mutex`]) and [`FairCondvar`] (with [`FairMutex`])
 //! are [`lock_api::Condvar`] over [`RawCondvar`]: one word, no spurious
-//! wakeups (so notifications return exact counts), and `notify_all` moves
-//! the waiters onto the mutex's waiter stack instead of waking them all.
+//! wakeups (so notifications return exact counts), `notify_all` moves
+//! the waiters onto the mutex's waiter stack instead of waking them all,
+//! and a waiter whose notifications come sooner than a wake from the OS
+//! polls for them briefly before it sleeps.
 //!
 //! [`ReentrantMutex`] is [`lock_api::ReentrantMutex`] over [`RawMutex`] and
 //! [`RawThreadId`] (the address of a thread-local, as in `parking_lot`): the
