@@ -703,42 +703,7 @@ impl Args {
 }
 
 fn out_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("SPINBIT_BENCH_CONDVAR_OUT") {
-        return p.into();
-    }
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    target_dir.join("spinbit-bench").join(format!("condvar-{}.jsonl", target_triple()))
-}
-
-/// The CPU's model name from `/proc/cpuinfo` (on ARM, its implementer and
-/// part numbers; `mutex.rs` names the common ones).
-fn cpu_model(cpuinfo: &str) -> String {
-    let field = |key: &str| cpuinfo_field(cpuinfo, key);
-    if let Some(m) = field("model name").or_else(|| field("cpu model")) {
-        return m;
-    }
-    if let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) {
-        return format!("CPU implementer {imp}, part {part}");
-    }
-    field("Model").unwrap_or_else(|| "unknown".into())
-}
-
-/// The x86 CPU's family and model numbers from `/proc/cpuinfo`, `6/167`
-/// (empty elsewhere).
-fn cpu_id(cpuinfo: &str) -> String {
-    let field = |key: &str| cpuinfo_field(cpuinfo, key);
-    match (field("cpu family"), field("model")) {
-        (Some(family), Some(model)) => format!("{family}/{model}"),
-        _ => String::new(),
-    }
-}
-
-fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    results_path("SPINBIT_BENCH_CONDVAR_OUT", "condvar-")
 }
 
 fn command_line(profile: &Profile, args: &Args) -> String {

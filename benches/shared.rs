@@ -306,3 +306,64 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     let n = v.len();
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
+
+/// The JSON lines' file: the one `var` names, or
+/// `<target dir>/spinbit-bench/<prefix><target triple>.jsonl`.
+pub(crate) fn results_path(var: &str, prefix: &str) -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        return p.into();
+    }
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    target_dir.join("spinbit-bench").join(format!("{prefix}{}.jsonl", target_triple()))
+}
+
+/// The CPU's model name from `/proc/cpuinfo`. ARM kernels give only the
+/// implementer and part numbers there; the cores this project meets are
+/// named from those, others shown by number.
+pub(crate) fn cpu_model(cpuinfo: &str) -> String {
+    let field = |key: &str| cpuinfo_field(cpuinfo, key);
+    if let Some(m) = field("model name").or_else(|| field("cpu model")) {
+        return m;
+    }
+    if let (Some(imp), Some(part)) = (field("CPU implementer"), field("CPU part")) {
+        let name = match (imp.as_str(), part.as_str()) {
+            ("0x41", "0xd0c") => Some("ARM Neoverse-N1"),
+            ("0x41", "0xd40") => Some("ARM Neoverse-V1"),
+            ("0x41", "0xd49") => Some("ARM Neoverse-N2"),
+            ("0x41", "0xd4f") => Some("ARM Neoverse-V2"),
+            ("0x41", "0xd84") => Some("ARM Neoverse-V3"),
+            ("0x41", "0xd8e") => Some("ARM Neoverse-N3"),
+            ("0x41", "0xd08") => Some("ARM Cortex-A72"),
+            ("0x41", "0xd0b") => Some("ARM Cortex-A76"),
+            ("0xc0", "0xac3") => Some("Ampere AmpereOne"),
+            _ => None,
+        };
+        return match name {
+            Some(n) => format!("{n} (implementer {imp}, part {part})"),
+            None => format!("CPU implementer {imp}, part {part}"),
+        };
+    }
+    field("Model").unwrap_or_else(|| "unknown".into())
+}
+
+/// The x86 CPU's family and model numbers from `/proc/cpuinfo`, `6/167`
+/// (empty elsewhere: an ARM core's numbers are in [`cpu_model`] already).
+/// Hypervisors often name very different hosts alike ("Intel(R) Xeon(R)
+/// Processor", "AMD EPYC"), and runs on two of them must not be merged
+/// into one report: `bench_report` names a report by both.
+pub(crate) fn cpu_id(cpuinfo: &str) -> String {
+    let field = |key: &str| cpuinfo_field(cpuinfo, key);
+    match (field("cpu family"), field("model")) {
+        (Some(family), Some(model)) => format!("{family}/{model}"),
+        _ => String::new(),
+    }
+}
+
+/// The kernel's release (`/proc/sys/kernel/osrelease`), or `unknown`.
+pub(crate) fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
