@@ -147,7 +147,14 @@
 //! to wake a sleeper (it reads the clock before its futex wake), and every
 //! thread that has just taken the lock by spinning, at most once per 250 µs
 //! per thread, treat an oldest sleeper that has waited over twice the
-//! longer threshold (4 ms) as starving.
+//! longer threshold (4 ms) as starving. A condition variable's waiter that
+//! `notify_all` moved onto the stack has no timer of its own until its
+//! first wake (it sleeps on in the condition variable's untimed wait), so
+//! until then this judgement is its only one: its bound is the one below
+//! with 4 ms in place of 2 ms. (Measured beside threads that take the
+//! mutex in a loop, most requeued waiters are woken within a millisecond
+//! or two, and their longest waits were of the order of those threads'
+//! longest `lock()`: docs/benchmarks.md, "The condition variable".)
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper if that sleeper's thread is running: it takes
