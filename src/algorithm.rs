@@ -148,13 +148,17 @@
 //! thread that has just taken the lock by spinning, at most once per 250 µs
 //! per thread, treat an oldest sleeper that has waited over twice the
 //! longer threshold (4 ms) as starving. A condition variable's waiter that
-//! `notify_all` moved onto the stack has no timer of its own until its
-//! first wake (it sleeps on in the condition variable's untimed wait), so
-//! until then this judgement is its only one: its bound is the one below
-//! with 4 ms in place of 2 ms. (Measured beside threads that take the
-//! mutex in a loop, most requeued waiters are woken within a millisecond
-//! or two, and their longest waits were of the order of those threads'
-//! longest `lock()`: docs/benchmarks.md, "The condition variable".)
+//! `notify_all` moved onto the stack sleeps on in the condition variable's
+//! wait, so it has no starvation timer of its own until its first wake (or,
+//! in a timed wait, its wait's own deadline); the bound below does not
+//! cover it until then. Its wait is bounded once it is the oldest sleeper:
+//! the next wake pops it (from then on it sleeps with its own timer, whose
+//! clock started at the requeue), or other threads judge it by age as
+//! above; until then sleepers that mark themselves move below it. (Measured
+//! beside threads that take the mutex in a loop, most requeued waiters are
+//! woken within a millisecond or two, and their longest waits were of the
+//! order of those threads' longest `lock()`: docs/benchmarks.md, "The
+//! condition variable".)
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper if that sleeper's thread is running: it takes

@@ -12,25 +12,31 @@
 //! (default 2) wait on a `spinbit::Condvar` for the next round. Every 3 ms
 //! a notifier locks the mutex, starts a round, calls `notify_all` while it
 //! holds the mutex (so the waiters are requeued onto the mutex, not woken)
-//! and unlocks. A waiter's wait is the time from that `notify_all` to its
-//! `wait` returning with the mutex held. Printed: the lockers' longest
-//! `lock()`, and the waiters' median, 99th percentile and longest wait.
+//! and unlocks. A waiter's wait is the time from the `notify_all` that
+//! requeued it (the first round after the one it waited in; the time of
+//! every round is kept) to its `wait` returning with the mutex held; a
+//! waiter that returns only after later rounds have started has missed
+//! them, and those are counted. Printed: the lockers' longest `lock()`, and
+//! the waiters' median, 99th percentile and longest wait.
 //!
 //! A requeued waiter sleeps on in the condition variable's untimed wait, so
-//! until its first wake it has no starvation timer of its own: only other
-//! threads' judgement by age (twice the longer threshold) makes it
-//! starving (the `spinbit::algorithm` docs, "The bound"). This shows what
-//! that costs it next to the mutex's own waiters.
+//! until its first wake it has no starvation timer of its own; other
+//! threads judge it by age (twice the longer threshold) only once it is the
+//! oldest sleeper (the `spinbit::algorithm` docs, "The bound"). This shows
+//! what that costs it next to the mutex's own waiters.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
-struct Round {
+struct Rounds {
     work: u64,
-    round: u64,
-    notified_at: Option<Instant>,
+    /// How many rounds have started.
+    round: usize,
+    /// When each round's `notify_all` was called: round `r` (from 1) at
+    /// `notified_at[r - 1]`.
+    notified_at: Vec<Instant>,
 }
 
 fn busy(ns: u64) -> u64 {
@@ -42,11 +48,12 @@ fn busy(ns: u64) -> u64 {
     n
 }
 
+const USAGE: &str = "usage: requeue_wait [LOCKERS [CS_NS [WAITERS [SECS]]]]";
+
 fn arg(args: &[String], i: usize, default: u64) -> u64 {
     args.get(i).map_or(default, |s| {
         s.parse().unwrap_or_else(|_| {
-            eprintln!("requeue_wait: argument {} ({s:?}) is not a whole number", i + 1);
-            eprintln!("usage: requeue_wait [LOCKERS [CS_NS [WAITERS [SECS]]]]");
+            eprintln!("requeue_wait: argument {} ({s:?}) is not a whole number\n{USAGE}", i + 1);
             std::process::exit(2)
         })
     })
@@ -54,11 +61,16 @@ fn arg(args: &[String], i: usize, default: u64) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() > 4 {
+        eprintln!("requeue_wait: at most 4 arguments\n{USAGE}");
+        std::process::exit(2);
+    }
     let lockers = arg(&args, 0, 2) as usize;
     let cs_ns = arg(&args, 1, 300);
     let waiters = arg(&args, 2, 2) as usize;
     let secs = arg(&args, 3, 3);
-    let mutex = Arc::new(spinbit::Mutex::new(Round { work: 0, round: 0, notified_at: None }));
+    let rounds = Rounds { work: 0, round: 0, notified_at: Vec::with_capacity(1 << 12) };
+    let mutex = Arc::new(spinbit::Mutex::new(rounds));
     let cv = Arc::new(spinbit::Condvar::new());
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -81,16 +93,18 @@ fn main() {
         .map(|_| {
             let (mutex, cv, stop) = (mutex.clone(), cv.clone(), stop.clone());
             thread::spawn(move || {
-                let mut waits = Vec::new();
+                let (mut waits, mut missed) = (Vec::new(), 0);
                 let mut g = mutex.lock();
                 while !stop.load(Relaxed) {
                     let seen = g.round;
                     cv.wait_while(&mut g, |r| r.round == seen && !stop.load(Relaxed));
-                    if let Some(at) = g.notified_at {
-                        waits.push(at.elapsed());
+                    if g.round != seen {
+                        // Round `seen + 1` requeued us.
+                        waits.push(g.notified_at[seen].elapsed());
+                        missed += g.round - seen - 1;
                     }
                 }
-                waits
+                (waits, missed)
             })
         })
         .collect();
@@ -100,7 +114,7 @@ fn main() {
         thread::sleep(Duration::from_millis(3));
         let mut g = mutex.lock();
         g.round += 1;
-        g.notified_at = Some(Instant::now());
+        g.notified_at.push(Instant::now());
         cv.notify_all();
     }
     stop.store(true, Relaxed);
@@ -109,15 +123,23 @@ fn main() {
         cv.notify_all();
     }
     let longest_lock = lockers.into_iter().map(|h| h.join().unwrap()).max().unwrap_or_default();
-    let mut waits: Vec<Duration> = waiters.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let (mut waits, mut missed) = (Vec::new(), 0);
+    for h in waiters {
+        let (w, m) = h.join().unwrap();
+        waits.extend(w);
+        missed += m;
+    }
     waits.sort();
-    let at = |q: usize| waits.get((waits.len() * q / 100).min(waits.len().saturating_sub(1)));
     println!("lockers' longest lock(): {longest_lock:?}");
+    let Some(&longest) = waits.last() else {
+        println!("requeued waiters: no wait returned (no waiters, or a run too short for a round)");
+        return;
+    };
+    let at = |q: usize| waits[(waits.len() * q / 100).min(waits.len() - 1)];
     println!(
-        "requeued waiters: {} waits, median {:?}, p99 {:?}, longest {:?}",
+        "requeued waiters: {} waits ({missed} rounds missed), median {:?}, p99 {:?}, longest {longest:?}",
         waits.len(),
-        at(50).copied().unwrap_or_default(),
-        at(99).copied().unwrap_or_default(),
-        waits.last().copied().unwrap_or_default()
+        at(50),
+        at(99),
     );
 }
