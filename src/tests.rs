@@ -2962,12 +2962,14 @@ fn child_takes_the_lock_after_fork(contended: bool) -> i32 {
         // killed and fails the test rather than hanging it.
         let mut status = 0;
         let start = Instant::now();
-        loop {
+        let waited = loop {
             // SAFETY: polls the child forked above; `status` is writable.
             let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            assert!(r >= 0, "waitpid failed");
+            if r < 0 {
+                break Err("waitpid failed");
+            }
             if r == pid {
-                break;
+                break Ok(());
             }
             if start.elapsed() > Duration::from_secs(20) {
                 // SAFETY: kills and reaps our own child.
@@ -2975,12 +2977,18 @@ fn child_takes_the_lock_after_fork(contended: bool) -> i32 {
                     libc::kill(pid, libc::SIGKILL);
                     libc::waitpid(pid, &mut status, 0);
                 }
-                panic!("the forked child hung for 20 s");
+                break Err("the forked child hung for 20 s");
             }
             thread::sleep(Duration::from_millis(1));
-        }
+        };
+        // Unlocked before any failure is reported: the scope joins the
+        // sleeper, which needs the lock, so a panic while we held it would
+        // hang the test instead of failing it.
         // SAFETY: locked above; the sleeper, if any, takes it next.
         unsafe { g.lock.unlock() };
+        if let Err(why) = waited {
+            panic!("{why}");
+        }
         assert!(libc::WIFEXITED(status), "the child did not exit: status {status:#x}");
         libc::WEXITSTATUS(status)
     })
