@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
 """Where the longest `lock()` calls spent their time, from a scheduler trace.
 
-    SPINBIT_DIAG_SCHED=1 SPINBIT_DIAG_THREADS=4 SPINBIT_DIAG_CS_NS=0 \\
-        perf record -k CLOCK_MONOTONIC -e sched:sched_switch \\
+    cargo build --release -p spinbit-bench --features stats --bin contention_profile
+    perf record -k CLOCK_MONOTONIC -e sched:sched_switch \\
         -e sched:sched_wakeup -o sched.data \\
-        target/release/deps/spinbit-HASH hand_off_wait_profile --ignored \\
-        --nocapture 2> calls.txt
+        target/release/contention_profile 4 0 --sched 2> calls.txt
     perf script -i sched.data --ns -F tid,cpu,time,event,trace > sched.txt
     benches/sched_waits.py calls.txt sched.txt
 
-`calls.txt` has the test's `lock() over 10 us: tid T from A to B ns` lines
+`calls.txt` has the profile's `lock() over 10 us: tid T from A to B ns` lines
 (on CLOCK_MONOTONIC, the clock the trace is stamped with). For each such call this splits its time into running,
 runnable (woken or preempted, waiting for a CPU) and sleeping, and names
 the threads that held the CPUs during its longest runnable stretch. Then,
-for all the test's threads, the runnable stretches by length: how long a
+for all the profile's threads, the runnable stretches by length: how long a
 thread that could run waited for a CPU.
 """
 

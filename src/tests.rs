@@ -109,28 +109,11 @@ pub(crate) struct Events {
     counts: [u64; MAX_EVENTS],
     /// One instance of each variant seen, for printing its name.
     seen: [Option<Event>; MAX_EVENTS],
-    /// How long hand-offs' recipients took to return with the lock: count
-    /// and total ns, per bucket of [`HAND_OFF_BUCKETS_NS`] (the last one
-    /// open-ended).
-    hand_offs: [[u64; 2]; HAND_OFF_BUCKETS_NS.len() + 1],
-}
-
-/// Upper bounds (exclusive) of the hand-off wait buckets, in ns.
-const HAND_OFF_BUCKETS_NS: [u64; 4] = [1_000, 10_000, 100_000, 1_000_000];
-
-/// The bucket of `ns` among buckets with these exclusive upper bounds,
-/// ascending; `upper.len()` for the open-ended last one.
-fn bucket(ns: u64, upper: &[u64]) -> usize {
-    upper.iter().position(|&u| ns < u).unwrap_or(upper.len())
 }
 
 impl Default for Events {
     fn default() -> Self {
-        Events {
-            counts: [0; MAX_EVENTS],
-            seen: [None; MAX_EVENTS],
-            hand_offs: [[0; 2]; HAND_OFF_BUCKETS_NS.len() + 1],
-        }
+        Events { counts: [0; MAX_EVENTS], seen: [None; MAX_EVENTS] }
     }
 }
 
@@ -140,24 +123,6 @@ impl Events {
             self.counts[i] += other.counts[i];
             self.seen[i] = self.seen[i].or(other.seen[i]);
         }
-        for (mine, theirs) in self.hand_offs.iter_mut().zip(&other.hand_offs) {
-            mine[0] += theirs[0];
-            mine[1] += theirs[1];
-        }
-    }
-
-    /// Checks that every hand-off the run counted was also timed.
-    fn assert_hand_offs_timed(&self, name: &str) {
-        assert_eq!(
-            self.hand_offs.iter().map(|b| b[0]).sum::<u64>(),
-            self.get(Event::HandedLock),
-            "{name}: a hand-off whose wait was not timed"
-        );
-    }
-
-    /// The total time hand-offs' recipients took to return with the lock.
-    fn hand_off_wait(&self) -> Duration {
-        Duration::from_nanos(self.hand_offs.iter().map(|b| b[1]).sum())
     }
 
     /// The counts added since `before` (an earlier copy of these counts).
@@ -165,10 +130,6 @@ impl Events {
         let mut d = *self;
         for (now, was) in d.counts.iter_mut().zip(before.counts) {
             *now -= was;
-        }
-        for (now, was) in d.hand_offs.iter_mut().zip(before.hand_offs) {
-            now[0] -= was[0];
-            now[1] -= was[1];
         }
         d
     }
@@ -190,21 +151,6 @@ impl fmt::Debug for Events {
             if let Some(event) = event {
                 m.entry(event, count);
             }
-        }
-        if self.hand_offs.iter().any(|b| b[0] > 0) {
-            // "<1us: 4000 (0 ms)", ..., ">=1000us: 3 (5 ms)"
-            let mut lower = 0;
-            let mut waits = Vec::new();
-            for (i, [n, ns]) in self.hand_offs.iter().enumerate() {
-                let label = match HAND_OFF_BUCKETS_NS.get(i) {
-                    Some(&upper) if lower == 0 => format!("<{}us", upper / 1_000),
-                    Some(&upper) => format!("{}-{}us", lower / 1_000, upper / 1_000),
-                    None => format!(">={}us", lower / 1_000),
-                };
-                waits.push(format!("{label}: {n} ({} ms)", ns / 1_000_000));
-                lower = HAND_OFF_BUCKETS_NS.get(i).copied().unwrap_or(lower);
-            }
-            m.entry(&"hand-off waits", &waits.join(", "));
         }
         m.finish()
     }
@@ -231,17 +177,6 @@ pub(crate) fn record(event: Event) {
     EVENTS.with_borrow_mut(|e| {
         e.counts[i] += 1;
         e.seen[i] = Some(event);
-    });
-}
-
-/// Called by the native platforms' `Platform::record_hand_off` in test
-/// builds.
-pub(crate) fn record_hand_off(ticks: u64) {
-    let ns = ticks.saturating_mul(1_000) / crate::arch::ticks_per_us();
-    let i = bucket(ns, &HAND_OFF_BUCKETS_NS);
-    EVENTS.with_borrow_mut(|e| {
-        e.hand_offs[i][0] += 1;
-        e.hand_offs[i][1] += ns;
     });
 }
 
@@ -465,7 +400,6 @@ fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     let events = run_rounds(name, threads, rounds, seed, |rng| step(&g, rng));
     assert_eq!(g.value(), threads as u64 * rounds, "lost updates: mutual exclusion failed");
     assert_eq!(g.word(), 0, "lock left dirty");
-    events.assert_hand_offs_timed(name);
     events
 }
 
@@ -639,7 +573,6 @@ where
     assert_eq!(g.word(), 0, "lock left dirty");
     let events = total.into_inner().unwrap();
     eprintln!("{name}: {threads} threads x {rounds} rounds in {:?}: {events:?}", start.elapsed());
-    events.assert_hand_offs_timed(name);
     events
 }
 
@@ -1360,407 +1293,6 @@ fn an_uncontended_run_fails_the_starvation_check() {
         ["Starved", "HandedLock", "TimedOut", "LeftStarving"],
         "{events:?}"
     );
-}
-
-/// Whether `SPINBIT_DIAG_MACHINE_BACKLOG=1` asks the test build to back
-/// sleepers up at the machine's threshold (`arch::BACKLOG_PER_CPU` per
-/// CPU, as in the benchmarks) instead of at 2 sleepers. Read once.
-pub(crate) fn machine_backlog() -> bool {
-    static MACHINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *MACHINE
-        .get_or_init(|| std::env::var_os("SPINBIT_DIAG_MACHINE_BACKLOG").is_some_and(|v| v == "1"))
-}
-
-/// A measurement, not a pass/fail test (it checks only mutual exclusion);
-/// run it by hand, on a quiet machine:
-///
-/// ```text
-/// SPINBIT_DIAG_THREADS=64 SPINBIT_DIAG_CS_NS=10000 \
-///   cargo test --release --lib hand_off_wait_profile -- --ignored --nocapture
-/// ```
-///
-/// `SPINBIT_DIAG_THREADS` threads (default 64) lock, spin for
-/// `SPINBIT_DIAG_CS_NS` ns (default 100) and unlock (with `unlock_fair` if
-/// `SPINBIT_DIAG_FAIR=1`), then spin for `SPINBIT_DIAG_THINK_NS` ns
-/// (default 0) outside the lock, for three windows of 500 ms. For each
-/// window it prints the throughput, the process's CPU time per operation
-/// (user + system, Linux only), the fairness (fewest / most operations of
-/// any thread), the longest single `lock()`, the slow-path events, and how long the
-/// recipients of hand-offs took to
-/// return with the lock (bucketed), which is time the lock is held by a
-/// thread that is not running: their total, as a share of the window,
-/// is what starvation mode costs the throughput.
-///
-/// Timing every `lock()` costs two clock reads per acquisition, which slows
-/// short critical sections several times over (2 threads, no critical
-/// section, 2-core AMD EPYC VM at 2508836: about 9 Mops/s timed, 71-147
-/// untimed, the benchmark's regime).
-///
-/// `SPINBIT_DIAG_MACHINE_BACKLOG=1` backs sleepers up at the benchmarks'
-/// threshold, `arch::BACKLOG_PER_CPU` per CPU, instead of the test
-/// builds' 2 sleepers (with 8 threads on 2 CPUs the stack then never backs
-/// up, as in the benchmark; at 2 it nearly always does).
-///
-/// `SPINBIT_DIAG_UNTIMED=1` leaves the timing out (and the empty critical
-/// section's clock read), so that the events are those of the benchmark's
-/// regime; the longest `lock()` is then not reported.
-/// `SPINBIT_DIAG_LONGEST=1` (timed only) also counts the `lock()` calls
-/// that took over 1.5 ms and prints the slow-path events of the longest
-/// call of each window (a copy of the thread's counts around every call,
-/// which slows each one down a little). Those events showed the two holes
-/// in the starvation bound fixed at cc6e5d0: calls of 1.5-6 ms that parked
-/// 60-170 times without marking themselves, and calls that had been
-/// popped at their deadline (`PoppedWhileStarving`) and never marked.
-///
-/// `SPINBIT_DIAG_GAPS=1` (timed only) splits each window's time into what
-/// the lock did with it: held (the sum of the critical sections' wall
-/// time, and how much of it was in sections that ran over twice their
-/// length plus 2 µs: a holder that lost its CPU), and free between one
-/// holder's unlock and the next holder's return from `lock()`, bucketed by
-/// length and by whether the next holder is the thread that just unlocked
-/// or another one; the hand-overs to another thread also by how the
-/// taker's `lock()` went (handed the lock, slept, yielded, spun, or took
-/// it at once), from the events it recorded (a copy of the thread's
-/// counts around every call, as for `SPINBIT_DIAG_LONGEST`). A lock that
-/// is held all the time runs at one critical section per
-/// `SPINBIT_DIAG_CS_NS`; these show where the rest went.
-///
-/// `SPINBIT_DIAG_SCHED=1` (timed, Linux) prints the thread id and the
-/// `CLOCK_MONOTONIC` interval of every `lock()` call over 10 µs, to be
-/// lined up with a scheduler trace taken on the same clock
-/// (`benches/sched_waits.py`).
-#[test]
-#[ignore = "a measurement, run by hand (see its doc comment)"]
-fn hand_off_wait_profile() {
-    let var = |name: &str, default: u64| {
-        std::env::var(name).map_or(default, |v| {
-            v.parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number"))
-        })
-    };
-    let threads = var("SPINBIT_DIAG_THREADS", 64);
-    let cs = var("SPINBIT_DIAG_CS_NS", 100);
-    let fair = var("SPINBIT_DIAG_FAIR", 0) != 0;
-    let think = var("SPINBIT_DIAG_THINK_NS", 0);
-    // Untimed: no clock reads around `lock()` (nor for an empty critical
-    // section), so that the loop runs at the benchmark's rate.
-    let timed = var("SPINBIT_DIAG_UNTIMED", 0) == 0;
-    let longest_events = timed && var("SPINBIT_DIAG_LONGEST", 0) != 0;
-    // The `lock()` calls over this long that `SPINBIT_DIAG_LONGEST` counts.
-    let long_call = Duration::from_micros(1_500);
-    let gaps = timed && var("SPINBIT_DIAG_GAPS", 0) != 0;
-    // Linux only: the thread id and CLOCK_MONOTONIC interval of every call
-    // over 10 µs, to line up with a scheduler trace.
-    let sched = timed && cfg!(target_os = "linux") && var("SPINBIT_DIAG_SCHED", 0) != 0;
-    let window = Duration::from_millis(500);
-    for _ in 0..3 {
-        let lock_time = LockTime::default();
-        let cpu_before = process_cpu_time();
-        let g = Guarded::<Native>::new();
-        let total = Mutex::new(Events::default());
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let ops = std::sync::atomic::AtomicU64::new(0);
-        let per_thread = Mutex::new(Vec::new());
-        let start = Instant::now();
-        thread::scope(|s| {
-            for _ in 0..threads {
-                let (g, total, stop, ops, per_thread) = (&g, &total, &stop, &ops, &per_thread);
-                let lock_time = &lock_time;
-                s.spawn(move || {
-                    let _tally = Tally(total);
-                    let mut mine = LockTimeOf::default();
-                    let (mut n, mut longest) = (0, Duration::ZERO);
-                    // With `longest_events`: the calls over `long_call`,
-                    // and the events of the longest call.
-                    let (mut long_calls, mut longest_call) = (0, Events::default());
-                    let mut slow_calls = Vec::new();
-                    while !stop.load(Relaxed) {
-                        let before = (longest_events || gaps).then(my_events);
-                        let asked = timed.then(Instant::now);
-                        let asked_mono = if sched { monotonic_ns() } else { 0 };
-                        g.lock.lock();
-                        if let Some(asked) = asked {
-                            let took = asked.elapsed();
-                            let done_mono = if sched { monotonic_ns() } else { 0 };
-                            if done_mono - asked_mono > 10_000 {
-                                slow_calls.push((asked_mono, done_mono));
-                            }
-                            if let Some(before) = before.as_ref().filter(|_| longest_events) {
-                                long_calls += u64::from(took > long_call);
-                                if took > longest {
-                                    longest_call = my_events().since(before);
-                                }
-                            }
-                            longest = longest.max(took);
-                        }
-                        let held = gaps.then(|| {
-                            let how = before.as_ref().map(|b| How::of(&my_events().since(b)));
-                            lock_time.acquired(&start, how, &mut mine)
-                        });
-                        // SAFETY: locked; a plain read-modify-write that
-                        // loses updates without mutual exclusion.
-                        unsafe {
-                            let v = std::hint::black_box(*g.data.get());
-                            if timed || cs > 0 {
-                                spin_for_ns(cs);
-                            }
-                            *g.data.get() = v + 1;
-                            if let Some(held) = held {
-                                lock_time.releasing(&start, held, cs, &mut mine);
-                            }
-                            if fair {
-                                g.lock.unlock_fair();
-                            } else {
-                                g.lock.unlock();
-                            }
-                        }
-                        n += 1;
-                        if think > 0 {
-                            spin_for_ns(think);
-                        }
-                    }
-                    ops.fetch_add(n, Relaxed);
-                    if !slow_calls.is_empty() {
-                        let tid = thread_id();
-                        for (from, to) in slow_calls {
-                            eprintln!("lock() over 10 us: tid {tid} from {from} to {to} ns");
-                        }
-                    }
-                    lock_time.add(&mine);
-                    per_thread.lock().unwrap().push((n, longest, long_calls, longest_call));
-                });
-            }
-            thread::sleep(window);
-            stop.store(true, Relaxed);
-        });
-        let elapsed = start.elapsed();
-        let cpu = process_cpu_time().zip(cpu_before).map(|(after, before)| after - before);
-        let ops = ops.into_inner();
-        assert_eq!(g.value(), ops, "lost updates: mutual exclusion failed");
-        let events = total.into_inner().unwrap();
-        let per_thread = per_thread.into_inner().unwrap();
-        let fairness = per_thread.iter().map(|t| t.0).min().map_or(0.0, |m| m as f64)
-            / per_thread.iter().map(|t| t.0).max().map_or(1.0, |m| m.max(1) as f64);
-        let longest_thread = per_thread.iter().max_by_key(|t| t.1);
-        let longest = longest_thread.map(|t| t.1).unwrap_or_default();
-        let longest = if timed { format!("{longest:?}") } else { "not timed".to_owned() };
-        let longest_detail = longest_thread.filter(|_| longest_events).map(|t| {
-            let long_calls: u64 = per_thread.iter().map(|t| t.2).sum();
-            format!(
-                "  {long_calls} lock() calls over {long_call:?}; the longest, {:?}: {:?}",
-                t.1, t.3
-            )
-        });
-        eprintln!(
-            "t{threads}/cs{cs}/think{think}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, fairness {fairness:.2}, longest lock() {longest}; the lock waited {:?} ({:.0} %) for recipients of hand-offs; {events:?}",
-            if fair { "/fair" } else { "" },
-            ops as f64 / elapsed.as_secs_f64() / 1e6,
-            cpu.map_or_else(
-                || "-".to_owned(),
-                |c| {
-                    format!(
-                        "{:?}",
-                        Duration::from_nanos((c.as_nanos() / u128::from(ops.max(1))) as u64)
-                    )
-                }
-            ),
-            events.hand_off_wait(),
-            100.0 * events.hand_off_wait().as_secs_f64() / elapsed.as_secs_f64(),
-        );
-        if let Some(detail) = longest_detail {
-            eprintln!("{detail}");
-        }
-        if gaps {
-            eprintln!("{}", lock_time.summary(elapsed, ops, cs));
-        }
-    }
-}
-
-/// `hand_off_wait_profile`'s `SPINBIT_DIAG_GAPS`: where the lock's time
-/// went. The last unlock's time and thread are written and read only by
-/// holders, between `lock()` and `unlock()`: the mutex orders them, so
-/// Relaxed is enough (and a lost update would be an exclusion failure,
-/// which the profile's count checks).
-#[derive(Default)]
-struct LockTime {
-    /// Nanoseconds from the window's start to the last unlock.
-    last_release: AtomicU64,
-    /// The last holder (`LockTimeOf::id`; 0 before the first unlock).
-    last_holder: AtomicU64,
-    total: Mutex<LockTimeOf>,
-}
-
-/// One thread's share of [`LockTime`], summed at its end.
-#[derive(Default, Clone, Copy)]
-struct LockTimeOf {
-    /// Sum of the critical sections' wall time, and of those that ran
-    /// over twice their length plus 2 µs, with their count.
-    held_ns: u64,
-    long_ns: u64,
-    long: u64,
-    /// Free time before each acquisition: `[next holder is another thread,
-    /// is the thread that unlocked]` × bucket of [`GAP_BUCKETS_NS`], count
-    /// and nanoseconds.
-    gaps: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 2],
-    /// The hand-overs to another thread again, by how the taker's `lock()`
-    /// call went ([`How`]).
-    how: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 5],
-}
-
-/// Upper bounds (exclusive) of [`LockTimeOf`]'s gap buckets, in ns, and
-/// the buckets' names (the last one open-ended).
-const GAP_BUCKETS_NS: [u64; 3] = [500, 2_000, 10_000];
-const GAP_BUCKET_NAMES: [&str; GAP_BUCKETS_NS.len() + 1] = ["<500ns", "<2us", "<10us", ">=10us"];
-
-/// How a `lock()` call went, from the slow-path events it recorded: the
-/// first that applies.
-#[derive(Clone, Copy)]
-enum How {
-    /// Handed the lock (starvation mode or a fair unlock).
-    Handed,
-    /// Slept at least once (and was woken).
-    Slept,
-    /// Yielded, never slept.
-    Yielded,
-    /// Spun, never yielded nor slept.
-    Spun,
-    /// None of these: the fast path, or the slow path's first look.
-    AtOnce,
-}
-
-impl How {
-    const NAMES: [&str; 5] = ["handed", "slept", "yielded", "spun", "at once"];
-
-    fn of(e: &Events) -> How {
-        if e.get(Event::HandedLock) > 0 {
-            How::Handed
-        } else if e.get(Event::Parked) > 0 {
-            How::Slept
-        } else if e.get(Event::Yielded)
-            + e.get(Event::YieldedAgain)
-            + e.get(Event::AwakeAfterHandOff)
-            > 0
-        {
-            How::Yielded
-        } else if e.get(Event::Spun) > 0 {
-            How::Spun
-        } else {
-            How::AtOnce
-        }
-    }
-}
-
-impl LockTime {
-    /// Called with the lock just taken: records the free time since the
-    /// last unlock; returns the time the section started.
-    fn acquired(&self, start: &Instant, how: Option<How>, mine: &mut LockTimeOf) -> u64 {
-        let now = start.elapsed().as_nanos() as u64;
-        let last_holder = self.last_holder.load(Relaxed);
-        if last_holder != 0 {
-            let gap = now.saturating_sub(self.last_release.load(Relaxed));
-            let b = bucket(gap, &GAP_BUCKETS_NS);
-            let tally = |slot: &mut (u64, u64)| {
-                slot.0 += 1;
-                slot.1 += gap;
-            };
-            let same = last_holder == LockTimeOf::id();
-            tally(&mut mine.gaps[usize::from(same)][b]);
-            if let Some(how) = how.filter(|_| !same) {
-                tally(&mut mine.how[how as usize][b]);
-            }
-        }
-        now
-    }
-
-    /// Called with the lock still held, at the end of a section that
-    /// started at `held` and was meant to take `cs` ns.
-    fn releasing(&self, start: &Instant, held: u64, cs: u64, mine: &mut LockTimeOf) {
-        let now = start.elapsed().as_nanos() as u64;
-        let took = now.saturating_sub(held);
-        mine.held_ns += took;
-        if took > 2 * cs + 2_000 {
-            mine.long += 1;
-            mine.long_ns += took;
-        }
-        self.last_holder.store(LockTimeOf::id(), Relaxed);
-        self.last_release.store(now, Relaxed);
-    }
-
-    fn add(&self, mine: &LockTimeOf) {
-        let mut t = self.total.lock().unwrap_or_else(|e| e.into_inner());
-        t.held_ns += mine.held_ns;
-        t.long_ns += mine.long_ns;
-        t.long += mine.long;
-        let t = &mut *t;
-        let (t_all, m_all) =
-            (t.gaps.iter_mut().chain(&mut t.how), mine.gaps.iter().chain(&mine.how));
-        for (t, m) in t_all.flatten().zip(m_all.flatten()) {
-            t.0 += m.0;
-            t.1 += m.1;
-        }
-    }
-
-    fn summary(&self, window: Duration, ops: u64, cs: u64) -> String {
-        let t = *self.total.lock().unwrap_or_else(|e| e.into_inner());
-        let w = window.as_nanos() as f64;
-        let pct = |ns: u64| format!("{:.1} %", 100.0 * ns as f64 / w);
-        let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
-        let mut out = format!(
-            "  lock time: held {} ({}; {} ops × {cs} ns = {}), of which {} in {} sections \
-             that ran long; free between holders:",
-            ms(t.held_ns),
-            pct(t.held_ns),
-            ops,
-            pct(ops * cs),
-            ms(t.long_ns),
-            t.long,
-        );
-        for (who, buckets) in ["to another thread", "to the same thread"].iter().zip(&t.gaps) {
-            let free: u64 = buckets.iter().map(|b| b.1).sum();
-            out += &format!(" {who} {} ({}:", ms(free), pct(free));
-            for (name, b) in GAP_BUCKET_NAMES.iter().zip(buckets) {
-                out += &format!(" {name} {}×{}", b.0, ms(b.1));
-            }
-            out += ");";
-        }
-        out += " to another thread, by how its lock() went:";
-        for (name, buckets) in How::NAMES.iter().zip(&t.how) {
-            let n: u64 = buckets.iter().map(|b| b.0).sum();
-            let free: u64 = buckets.iter().map(|b| b.1).sum();
-            if n > 0 {
-                out += &format!(" {name} {n}×{} ({} of them 0.5-2 us),", ms(free), buckets[1].0);
-            }
-        }
-        out
-    }
-}
-
-impl LockTimeOf {
-    /// This thread's identity for [`LockTime::last_holder`]: the address
-    /// of a thread-local, never 0.
-    fn id() -> u64 {
-        thread_local!(static ID: u8 = const { 0 });
-        ID.with(|id| ptr::from_ref(id).addr() as u64)
-    }
-}
-
-/// User + system CPU time of the whole process so far (`None` where not
-/// measured).
-fn process_cpu_time() -> Option<Duration> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `getrusage` writes the struct it is given and nothing
-        // else; an all-zero `rusage` is a valid value of it.
-        let u = unsafe {
-            let mut u: libc::rusage = std::mem::zeroed();
-            (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
-        }?;
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-        };
-        Some(tv(u.ru_utime) + tv(u.ru_stime))
-    }
-    #[cfg(not(target_os = "linux"))]
-    None
 }
 
 #[test]
@@ -2807,32 +2339,6 @@ fn a_clock_started_at_the_push_fails_the_yield_check() {
     let (ok, seen) = starves_soon_after_push::<SlowYieldClockAtPush>();
     eprintln!("a_clock_started_at_the_push_fails_the_yield_check: {seen:?}");
     assert!(!ok, "marked soon after the push, with yields cut: {seen:?}");
-}
-
-/// CLOCK_MONOTONIC in ns (the clock `perf record -k CLOCK_MONOTONIC`
-/// stamps its samples with), for `hand_off_wait_profile`'s
-/// `SPINBIT_DIAG_SCHED`; 0 elsewhere.
-fn monotonic_ns() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
-}
-
-/// The kernel's id of the calling thread (Linux; 0 elsewhere).
-fn thread_id() -> i64 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions.
-        i64::from(unsafe { libc::gettid() })
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
 }
 
 // ---------------------------------------------------------------------------

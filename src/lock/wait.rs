@@ -343,8 +343,8 @@ impl<P: Platform> Lock<P> {
         // polling or awake after our mark.
         let slept = !w.polled && !w.woken_awake;
         P::note_wake(Wait::Stack, woken_at.saturating_sub(w.pushed_at), slept.then_some(latency));
-        #[cfg(any(test, feature = "stats"))]
-        P::record_woken(latency, handed_lock);
+        #[cfg(feature = "stats")]
+        P::record_woken(latency);
         if handed_lock && P::FAULT != Fault::IgnoreHandedLock {
             // A hand-off: LOCKED was never cleared, it is ours,
             // and the hand-over's futex store (Release, acquired

@@ -530,12 +530,11 @@ pub(crate) trait Platform: Sized + 'static {
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
-    /// Instrumentation (tests, feature `stats`): a woken thread runs
-    /// `ticks` ([`Platform::now`]) after the wake unlinked it; `hand_off`:
-    /// the wake handed it the lock, which waited for it all that time.
-    #[cfg(any(test, feature = "stats"))]
+    /// Instrumentation (feature `stats`): a woken thread runs `ticks`
+    /// ([`Platform::now`]) after the wake unlinked it.
+    #[cfg(feature = "stats")]
     #[inline(always)]
-    fn record_woken(_ticks: u64, _hand_off: bool) {}
+    fn record_woken(_ticks: u64) {}
 }
 
 /// Slow-path events, counted per thread in test builds.

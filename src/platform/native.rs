@@ -440,11 +440,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     #[inline]
     fn backlog_sleepers() -> u32 {
         // Test builds: 2, whatever the machine, so that the contended tests'
-        // 8 threads back the stack up on any number of CPUs; the
-        // measurements run by hand (`hand_off_wait_profile`) may ask for
-        // the machine's threshold, the benchmarks' regime.
-        #[cfg(test)]
-        if !crate::tests::machine_backlog() {
+        // 8 threads back the stack up on any number of CPUs.
+        if cfg!(test) {
             return 2;
         }
         // Computed on first use, which is inside a lock call (a stack owner
@@ -475,16 +472,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         #[cfg(test)]
         crate::tests::record(event);
     }
-    #[cfg(any(test, feature = "stats"))]
+    #[cfg(feature = "stats")]
     #[inline(always)]
-    fn record_woken(ticks: u64, hand_off: bool) {
-        #[cfg(feature = "stats")]
+    fn record_woken(ticks: u64) {
         crate::stats::woken(ticks);
-        #[cfg(test)]
-        if hand_off {
-            crate::tests::record_hand_off(ticks);
-        }
-        let _ = hand_off;
     }
 }
 

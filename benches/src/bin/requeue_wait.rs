@@ -30,6 +30,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[path = "common/diag.rs"]
+mod diag;
+use diag::busy;
+
 struct Rounds {
     work: u64,
     /// How many rounds have started.
@@ -39,25 +43,7 @@ struct Rounds {
     notified_at: Vec<Instant>,
 }
 
-fn busy(ns: u64) -> u64 {
-    let end = Instant::now() + Duration::from_nanos(ns);
-    let mut n = 0u64;
-    while Instant::now() < end {
-        n = n.wrapping_add(1);
-    }
-    n
-}
-
 const USAGE: &str = "usage: requeue_wait [LOCKERS [CS_NS [WAITERS [SECS]]]]";
-
-fn arg(args: &[String], i: usize, default: u64) -> u64 {
-    args.get(i).map_or(default, |s| {
-        s.parse().unwrap_or_else(|_| {
-            eprintln!("requeue_wait: argument {} ({s:?}) is not a whole number\n{USAGE}", i + 1);
-            std::process::exit(2)
-        })
-    })
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,10 +51,10 @@ fn main() {
         eprintln!("requeue_wait: at most 4 arguments\n{USAGE}");
         std::process::exit(2);
     }
-    let lockers = arg(&args, 0, 2) as usize;
-    let cs_ns = arg(&args, 1, 300);
-    let waiters = arg(&args, 2, 2) as usize;
-    let secs = arg(&args, 3, 3);
+    let lockers = diag::arg(&args, 0, 2, USAGE) as usize;
+    let cs_ns = diag::arg(&args, 1, 300, USAGE);
+    let waiters = diag::arg(&args, 2, 2, USAGE) as usize;
+    let secs = diag::arg(&args, 3, 3, USAGE);
     let rounds = Rounds { work: 0, round: 0, notified_at: Vec::with_capacity(1 << 12) };
     let mutex = Arc::new(spinbit::Mutex::new(rounds));
     let cv = Arc::new(spinbit::Condvar::new());

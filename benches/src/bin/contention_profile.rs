@@ -1,0 +1,350 @@
+//! What spinbit's mutex does under one fixed load, window by window: the
+//! throughput, CPU time per operation, fairness and longest `lock()`, and
+//! what the waiting policy decided (the `spinbit::stats` counters).
+//!
+//! ```text
+//! cargo run --release -p spinbit-bench --features stats --bin contention_profile -- \
+//!     [THREADS [CS_NS [THINK_NS]]] [--fair] [--untimed] [--gaps] [--sched]
+//! cargo run --release -p spinbit-bench --features stats --bin contention_profile -- 64 10000
+//! ```
+//!
+//! `THREADS` threads (default 64) loop: `lock`, `CS_NS` nanoseconds of busy
+//! work inside (default 100), unlock (`unlock_fair` with `--fair`),
+//! `THINK_NS` nanoseconds of busy work outside (default 0); for three
+//! windows of 500 ms. Each window prints:
+//!
+//! * the throughput; the process's CPU time (user + system, Linux) per
+//!   operation; the fairness (fewest / most operations of any thread); the
+//!   longest single `lock()` and how many took over 1.5 ms;
+//! * the policy's counters over the window: slow paths, spin episodes and
+//!   those that took the lock, sleeps and the wakes that found the sleeper
+//!   still polling, wakes (those made past the spinner; those skipped for
+//!   it), hand-offs, waiters that marked themselves starving, nudges, the
+//!   mean and longest wake-to-run latency, the longest slow path.
+//!
+//! The counters are process-wide and exact once every lock call has
+//! returned, which each window waits for. Timing every `lock()` costs two
+//! clock reads per acquisition, which slows short critical sections
+//! several times over (2 threads, no critical section, 2-core AMD EPYC VM:
+//! about 9 Mops/s timed, 71-147 untimed, the benchmark's regime):
+//!
+//! * `--untimed` leaves the timing out (and an empty critical section's
+//!   clock read), so that the counters are those of the benchmark's
+//!   regime; the longest `lock()` is then not reported.
+//! * `--gaps` (timed) splits each window into the lock's held time (the sum
+//!   of the critical sections' wall time, and how much of it was in
+//!   sections that ran over twice their length plus 2 µs: a holder that
+//!   lost its CPU) and its free time between one holder's unlock and the
+//!   next holder's return from `lock()`, bucketed by length and by whether
+//!   the next holder is the thread that unlocked or another one. A lock
+//!   held all the time runs one critical section per `CS_NS`; this shows
+//!   where the rest went.
+//! * `--sched` (timed, Linux) prints the kernel's thread id and the
+//!   `CLOCK_MONOTONIC` interval of every `lock()` over 10 µs, to be lined
+//!   up with a scheduler trace taken on the same clock
+//!   (`benches/sched_waits.py`).
+//!
+//! Older figures in docs/benchmarks.md name this tool's predecessor,
+//! `hand_off_wait_profile`, an `#[ignore]`d test of `src/tests.rs` that
+//! used the test build (which backs sleepers up at 2 sleepers, not at the
+//! machine's threshold, unless `SPINBIT_DIAG_MACHINE_BACKLOG=1`) and
+//! counted the test build's own events; the docs say where it is in git.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[path = "common/diag.rs"]
+mod diag;
+use diag::busy;
+
+const USAGE: &str = "usage: contention_profile [THREADS [CS_NS [THINK_NS]]] \
+                     [--fair] [--untimed] [--gaps] [--sched]";
+const WINDOW: Duration = Duration::from_millis(500);
+/// The `lock()` calls over this long are counted.
+const LONG_CALL: Duration = Duration::from_micros(1_500);
+/// Upper bounds (exclusive) of the free-time buckets, in ns, and the
+/// buckets' names (the last one open-ended).
+const GAP_BUCKETS_NS: [u64; 3] = [500, 2_000, 10_000];
+const GAP_BUCKET_NAMES: [&str; GAP_BUCKETS_NS.len() + 1] = ["<500ns", "<2us", "<10us", ">=10us"];
+
+struct Opts {
+    threads: usize,
+    cs: u64,
+    think: u64,
+    fair: bool,
+    timed: bool,
+    gaps: bool,
+    sched: bool,
+}
+
+/// The mutex's data: the count every holder increments (checked against
+/// the threads' own counts), and for `--gaps` who unlocked last and when.
+#[derive(Default)]
+struct Data {
+    count: u64,
+    work: u64,
+    /// The last holder's index and its unlock, in ns from the window's start.
+    last_release: Option<(usize, u64)>,
+}
+
+/// One thread's window.
+#[derive(Default)]
+struct Run {
+    ops: u64,
+    longest: Duration,
+    long_calls: u64,
+    /// `--gaps`: the sum of the critical sections' wall time, and of those
+    /// that ran long, with their count.
+    held_ns: u64,
+    long_ns: u64,
+    long: u64,
+    /// `--gaps`: the free time before each of this thread's acquisitions:
+    /// `[the last holder was another thread, was this one]` × bucket, count
+    /// and nanoseconds.
+    gaps: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 2],
+}
+
+fn main() {
+    let (flags, nums): (Vec<String>, Vec<String>) =
+        std::env::args().skip(1).partition(|a| a.starts_with("--"));
+    let fail = |why: String| -> ! {
+        eprintln!("contention_profile: {why}\n{USAGE}");
+        std::process::exit(2)
+    };
+    if let Some(f) =
+        flags.iter().find(|f| !["--fair", "--untimed", "--gaps", "--sched"].contains(&f.as_str()))
+    {
+        fail(format!("unknown option {f}"));
+    }
+    if nums.len() > 3 {
+        fail("at most 3 numbers".into());
+    }
+    let has = |f: &str| flags.iter().any(|x| x == f);
+    let timed = !has("--untimed");
+    if !timed && (has("--gaps") || has("--sched")) {
+        fail("--gaps and --sched time every lock(): not with --untimed".into());
+    }
+    let o = Opts {
+        threads: diag::arg(&nums, 0, 64, USAGE) as usize,
+        cs: diag::arg(&nums, 1, 100, USAGE),
+        think: diag::arg(&nums, 2, 0, USAGE),
+        fair: has("--fair"),
+        timed,
+        gaps: has("--gaps"),
+        sched: has("--sched") && cfg!(target_os = "linux"),
+    };
+    if o.threads == 0 {
+        fail("THREADS must be at least 1".into());
+    }
+    for _ in 0..3 {
+        window(&o);
+    }
+}
+
+fn window(o: &Opts) {
+    let m = spinbit::Mutex::new(Data::default());
+    let stop = AtomicBool::new(false);
+    spinbit::stats::reset();
+    let cpu_before = process_cpu_time();
+    let start = Instant::now();
+    let runs: Vec<Run> = thread::scope(|s| {
+        let (m, stop) = (&m, &stop);
+        let threads: Vec<_> =
+            (0..o.threads).map(|id| s.spawn(move || run(o, id, m, stop, start))).collect();
+        thread::sleep(WINDOW);
+        stop.store(true, Relaxed);
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let elapsed = start.elapsed();
+    let cpu = process_cpu_time().zip(cpu_before).map(|(after, before)| after - before);
+    let st = spinbit::stats::snapshot();
+    let ops: u64 = runs.iter().map(|r| r.ops).sum();
+    assert_eq!(m.lock().count, ops, "lost updates: mutual exclusion failed");
+
+    let most = runs.iter().map(|r| r.ops).max().unwrap_or(0).max(1);
+    let fairness = runs.iter().map(|r| r.ops).min().unwrap_or(0) as f64 / most as f64;
+    let per_op = |d: Duration| Duration::from_nanos((d.as_nanos() / u128::from(ops.max(1))) as u64);
+    let longest = if o.timed {
+        let longest = runs.iter().map(|r| r.longest).max().unwrap_or_default();
+        let long: u64 = runs.iter().map(|r| r.long_calls).sum();
+        format!("{longest:?} ({long} over {LONG_CALL:?})")
+    } else {
+        "not timed".to_owned()
+    };
+    println!(
+        "t{}/cs{}/think{}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, \
+         fairness {fairness:.2}, longest lock() {longest}",
+        o.threads,
+        o.cs,
+        o.think,
+        if o.fair { "/fair" } else { "" },
+        ops as f64 / elapsed.as_secs_f64() / 1e6,
+        cpu.map_or_else(|| "-".to_owned(), |c| format!("{:?}", per_op(c))),
+    );
+    let mean_latency = st.wake_latency_total / u32::try_from(st.wakes.max(1)).unwrap_or(u32::MAX);
+    println!(
+        "  policy: {} slow paths, {} spins ({} won), {} sleeps ({} woken while polling), \
+         {} wakes ({} past the spinner; {} skipped for it), {} hand-offs, {} starved, \
+         {} nudges; wake-to-run mean {mean_latency:?}, longest {:?}; longest slow path {:?}",
+        st.slow_paths,
+        st.spins,
+        st.spins_won,
+        st.sleeps,
+        st.polled_wakes,
+        st.wakes,
+        st.wakes_past_spinner,
+        st.wakes_skipped,
+        st.hand_offs,
+        st.starved,
+        st.nudges,
+        st.wake_latency_max,
+        st.wait_max,
+    );
+    if o.gaps {
+        println!("{}", gaps_summary(&runs, elapsed, ops, o.cs));
+    }
+}
+
+/// One thread's loop, until `stop`; `id` names it in `Data::last_release`.
+fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: Instant) -> Run {
+    let mut r = Run::default();
+    let mut slow_calls = Vec::new();
+    let since_start = || start.elapsed().as_nanos() as u64;
+    while !stop.load(Relaxed) {
+        let asked = o.timed.then(Instant::now);
+        let asked_mono = if o.sched { monotonic_ns() } else { 0 };
+        let mut g = m.lock();
+        if let Some(asked) = asked {
+            let took = asked.elapsed();
+            if o.sched {
+                let done_mono = monotonic_ns();
+                if done_mono - asked_mono > 10_000 {
+                    slow_calls.push((asked_mono, done_mono));
+                }
+            }
+            r.long_calls += u64::from(took > LONG_CALL);
+            r.longest = r.longest.max(took);
+        }
+        let held_from = o.gaps.then(|| {
+            let now = since_start();
+            if let Some((last, at)) = g.last_release {
+                let gap = now.saturating_sub(at);
+                let b = GAP_BUCKETS_NS.iter().take_while(|&&b| gap >= b).count();
+                let slot = &mut r.gaps[usize::from(last == id)][b];
+                slot.0 += 1;
+                slot.1 += gap;
+            }
+            now
+        });
+        // A plain read-modify-write, which loses updates without mutual
+        // exclusion (the window's end checks the count).
+        let v = black_box(g.count);
+        if o.timed || o.cs > 0 {
+            g.work = g.work.wrapping_add(busy(o.cs));
+        }
+        g.count = v + 1;
+        if let Some(from) = held_from {
+            let now = since_start();
+            let took = now.saturating_sub(from);
+            r.held_ns += took;
+            if took > 2 * o.cs + 2_000 {
+                r.long += 1;
+                r.long_ns += took;
+            }
+            g.last_release = Some((id, now));
+        }
+        if o.fair {
+            spinbit::MutexGuard::unlock_fair(g);
+        } else {
+            drop(g);
+        }
+        r.ops += 1;
+        if o.think > 0 {
+            black_box(busy(o.think));
+        }
+    }
+    if !slow_calls.is_empty() {
+        let tid = thread_id();
+        for (from, to) in slow_calls {
+            eprintln!("lock() over 10 us: tid {tid} from {from} to {to} ns");
+        }
+    }
+    r
+}
+
+/// `--gaps`: where the lock's time went in a window.
+fn gaps_summary(runs: &[Run], window: Duration, ops: u64, cs: u64) -> String {
+    let w = window.as_nanos() as f64;
+    let pct = |ns: u64| format!("{:.1} %", 100.0 * ns as f64 / w);
+    let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+    let sum = |f: fn(&Run) -> u64| runs.iter().map(f).sum::<u64>();
+    let (held, long_ns, long) = (sum(|r| r.held_ns), sum(|r| r.long_ns), sum(|r| r.long));
+    let mut out = format!(
+        "  lock time: held {} ({}; {ops} ops × {cs} ns = {}), of which {} in {long} sections \
+         that ran long; free between holders:",
+        ms(held),
+        pct(held),
+        pct(ops * cs),
+        ms(long_ns),
+    );
+    for (same, who) in ["to another thread", "to the same thread"].iter().enumerate() {
+        let bucket = |b: usize| {
+            runs.iter().fold((0, 0), |(n, t), r| (n + r.gaps[same][b].0, t + r.gaps[same][b].1))
+        };
+        let free: u64 = (0..GAP_BUCKET_NAMES.len()).map(|b| bucket(b).1).sum();
+        out += &format!(" {who} {} ({}:", ms(free), pct(free));
+        for (b, name) in GAP_BUCKET_NAMES.iter().enumerate() {
+            let (n, t) = bucket(b);
+            out += &format!(" {name} {n}×{}", ms(t));
+        }
+        out += ");";
+    }
+    out
+}
+
+/// User + system CPU time of the whole process so far (`None` where not
+/// measured).
+fn process_cpu_time() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `getrusage` writes the struct it is given and nothing
+        // else; an all-zero `rusage` is a valid value of it.
+        let u = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
+        }?;
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Some(tv(u.ru_utime) + tv(u.ru_stime))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// `CLOCK_MONOTONIC` in ns (the clock `perf record -k CLOCK_MONOTONIC`
+/// stamps its samples with); 0 off Linux, where `--sched` is off.
+fn monotonic_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// The kernel's id of the calling thread (Linux; 0 elsewhere).
+fn thread_id() -> i64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions.
+        i64::from(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
