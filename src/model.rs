@@ -644,6 +644,13 @@ impl<P: Model> Guarded<P> {
 }
 
 /// A model's preemption bounds: by default, and in the deeper run.
+///
+/// The default keeps `cargo test` to about 3 minutes on 2 cores: a model
+/// whose scenario its gates reach without preemptions, or with fewer than
+/// the deep bound, runs at that lower bound by default (its assertion that
+/// the scenario happened still checks it), and `.ci/run`'s deeper run
+/// (`SPINBIT_LOOM_DEEP=1`) explores the rest. A negative control runs at a
+/// bound where its fault is caught.
 #[derive(Clone, Copy)]
 struct Bound {
     default: usize,
@@ -1190,9 +1197,10 @@ fn a_starving_sleeper_moves_to_the_bottom_while_a_waiter_pushes() {
     // Two sleepers and a late arrival: the starving one may be the top
     // (the word must point past it, while the late push races that CAS)
     // or the bottom.
-    // Bound 2: 246-363 s alone in release (2-core AMD EPYC VM), by hand
+    // Bound 0 in `cargo test` (7 s at 1, the deep bound). Bound 2: 246-363
+    // s alone in release (2-core AMD EPYC VM), by hand
     // (`LOOM_MAX_PREEMPTIONS=2`), past what `.ci/run` can give it.
-    let seen = self_starving::<NO_FAULT>(2, 1, false, true, bound(1, 1));
+    let seen = self_starving::<NO_FAULT>(2, 1, false, true, bound(0, 1));
     assert!(
         seen.of(Event::Starved) > 0
             && seen.of(Event::MovedFromTop) > 0
@@ -1412,7 +1420,7 @@ fn broken_unlock_takes_the_stack_after_its_release() {
 
 #[test]
 fn a_starving_unlock_releases_once_the_mark_has_left() {
-    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(false, bound(1, 1));
+    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(false, bound(0, 1));
     assert!(
         seen.of(Event::LeftStarving) > 0 && seen.of(Event::StarvingEndedAtUnlock) > 0,
         "{seen:?}"
@@ -1422,12 +1430,12 @@ fn a_starving_unlock_releases_once_the_mark_has_left() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_starving_unlock_releases_with_a_relaxed_rmw() {
-    mark_leaves_while_the_holder_waits::<RELAXED_STARVING_RELEASE>(false, bound(1, 1));
+    mark_leaves_while_the_holder_waits::<RELAXED_STARVING_RELEASE>(false, bound(0, 1));
 }
 
 #[test]
 fn a_starving_unlock_wakes_a_push_once_the_mark_has_left() {
-    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(true, bound(1, 1));
+    let seen = mark_leaves_while_the_holder_waits::<NO_FAULT>(true, bound(0, 1));
     assert!(PUSHED_BEFORE_THE_RELEASE.get(), "no push before the release: {seen:?}");
     assert!(seen.of(Event::StarvingEndedAtUnlock) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
 }
@@ -1435,7 +1443,7 @@ fn a_starving_unlock_wakes_a_push_once_the_mark_has_left() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_starving_unlock_releases_without_its_wake_once_the_mark_has_left() {
-    mark_leaves_while_the_holder_waits::<STARVING_ENDED_RELEASES_WITHOUT_WAKE>(true, bound(1, 1));
+    mark_leaves_while_the_holder_waits::<STARVING_ENDED_RELEASES_WITHOUT_WAKE>(true, bound(0, 1));
 }
 
 /// Two sleepers mark themselves starving while the main thread holds the
@@ -2065,7 +2073,7 @@ fn broken_later_mark_moves_below_the_earlier_marks() {
 #[test]
 fn a_starving_timed_waiter_leaves_alone() {
     // The only sleeper leaves marked: it takes STARVING with it.
-    let seen = starving_timed_waiter_leaves::<NO_FAULT>(false, bound(3, 4));
+    let seen = starving_timed_waiter_leaves::<NO_FAULT>(false, bound(2, 4));
     assert!(seen.of(Event::Starved) > 0 && seen.of(Event::LeftStarving) > 0, "{seen:?}");
 }
 
@@ -2321,11 +2329,12 @@ fn wake_past_spinner<const F: u8>(sleepers: usize, bound: Bound) -> Seen {
 
 #[test]
 fn a_backed_up_stack_wakes_past_the_spinner() {
-    // Deep bound 2, as the default: at 3 it ran for more than 4 minutes in
-    // the deeper run (release, 2-core AMD EPYC VM) without finishing.
+    // Bound 1 (0.4 s in `cargo test`; 11 s at 2, the deep bound); at 3 it
+    // ran for more than 4 minutes in the deeper run (release, 2-core AMD
+    // EPYC VM) without finishing.
     // The woken thread, handed nothing, renews its yields and looks again
     // before it sleeps (`YieldsRenewed`).
-    let seen = wake_past_spinner::<NO_FAULT>(2, bound(2, 2));
+    let seen = wake_past_spinner::<NO_FAULT>(2, bound(1, 2));
     assert!(
         seen.of(Event::WokePastSpinner) > 0
             && seen.of(Event::TailWake) > 1
@@ -2348,7 +2357,7 @@ fn wakes_past_the_spinner_with_three_sleepers() {
 #[test]
 #[should_panic(expected = "held SPINNING that another cleared")]
 fn broken_wake_past_the_spinner_hands_it_spinning() {
-    wake_past_spinner::<HAND_SPIN_PAST_SPINNER>(2, bound(2, 2));
+    wake_past_spinner::<HAND_SPIN_PAST_SPINNER>(2, bound(1, 2));
 }
 
 thread_local! {

@@ -64,7 +64,6 @@ mutants=(
   'leave-give-back-release ## stack.rs ## 1 ## with_flags(s, f), Release, retry) ## with_flags(s, f), Relaxed, retry)'
   'spin-acquire ## wait.rs ## 1 ## self.state.compare_exchange(s, new, Acquire, Relaxed)?; ## self.state.compare_exchange(s, new, Relaxed, Relaxed)?;'
   'look-take-stack-acquire ## wait.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'unlock-take-stack-acquire ## wake.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'serve-release ## wake.rs ## 1 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
   'starving-take-stack-acquire ## wake.rs ## 2 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'pop-empty-release ## wake.rs ## 1 ## compare_exchange(s, empty, Release, retry_order ## compare_exchange(s, empty, Relaxed, retry_order'
