@@ -336,12 +336,35 @@ pub(crate) trait Parker {
 /// The deadline type of a platform's parker.
 pub(crate) type Deadline<P> = <<P as Platform>::Parker as Parker>::Deadline;
 
-/// Everything the algorithm needs from the machine.
+/// Everything the algorithm needs from the machine, and the waiting policy
+/// it follows there: the native platform (`native.rs`) for the release
+/// builds and the tests, the loom platform (`loom.rs`) for the models.
 pub(crate) trait Platform: Sized + 'static {
+    // The machine: the lock word, the nodes' cells, the parker, the CPU's
+    // hints and clock.
     type State: StateWord<crate::lock::Node<Self>>;
     type Cell<T: Copy>: NodeCell<T>;
     type Parker: Parker;
+    fn spin_hint();
+    fn yield_now();
+    /// The current tick count.
+    fn now() -> u64;
+    /// The start of a waiter's starvation clock (`Node::since`): `now`,
+    /// except in the loom platform, whose `now` is always 0 and whose
+    /// clocks are numbered in the order they start, so that the models can
+    /// judge sleepers by age.
+    #[inline(always)]
+    fn clock() -> u64 {
+        Self::now()
+    }
+    /// Whether `deadline` has passed, for a waiter that has (`slept`) or
+    /// has not yet slept in this `lock` call. The native platforms read the
+    /// clock and ignore `slept`; the model lets every deadline fall during
+    /// the waiter's first sleep, so the paths before it stay untimed.
+    fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
 
+    // What is built: the spin policy, the wake order, a deliberate fault
+    // (negative controls), the checks and what a broken invariant does.
     /// Which waiters spin.
     const SPIN: SpinPolicy = SpinPolicy::One;
     /// The oldest sleeping waiter is passed over by at most this many wakes:
@@ -365,7 +388,6 @@ pub(crate) trait Platform: Sized + 'static {
     /// Off only in the models that count the critical sections a marked
     /// sleeper waits, which hold where every hand-off goes through.
     const NUDGE: bool = true;
-
     /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
     /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
     /// else panics, for loom).
@@ -373,8 +395,47 @@ pub(crate) trait Platform: Sized + 'static {
     fn broken(what: &str) -> ! {
         crate::lock::abort_with(what)
     }
-    fn spin_hint();
-    fn yield_now();
+
+    // The waiting policy: how long to spin, when to yield, poll or sleep,
+    // when a sleeper starves. Natively `native.rs` with the constants of
+    // `crate::arch`; the model's defaults keep every step that writes and
+    // leave out pure delays.
+    /// The current tick count, and the one at which a spin that starts now
+    /// must stop.
+    fn spin_deadline() -> (u64, u64);
+    /// The most spin hints between two looks at the word.
+    #[inline(always)]
+    fn max_backoff() -> u32 {
+        8
+    }
+    /// Notes that this thread just took the lock by spinning.
+    #[inline(always)]
+    fn note_spin_acquire() {}
+    /// Whether this thread took the lock by spinning so recently that
+    /// looking at once would only start a ping-pong (see `Lock::spin`).
+    #[inline(always)]
+    fn spun_recently() -> bool {
+        false
+    }
+    /// A spinner in a ping-pong waits here, before its first look, until a
+    /// while after `started` (the spin's start tick). A pure delay: the
+    /// model skips it.
+    #[inline(always)]
+    fn ping_pong_pause(_started: u64) {}
+    /// A ping-pong pause just ended, and the lock was `held` (at the first
+    /// look, or re-taken within one look gap after it) or stayed free: the
+    /// platform adapts this thread's ping-pong window (see
+    /// `arch::PING_PONG_MAX_NS`). The model keeps no window
+    /// (`spun_recently` is always false there).
+    #[inline(always)]
+    fn pause_ended(_held: bool) {}
+    /// Whether this thread, which just took the lock by spinning at tick
+    /// `now`, should look at the oldest sleeper (rate-limited per thread, in
+    /// time: the look takes the stack).
+    #[inline(always)]
+    fn look_due(_now: u64) -> bool {
+        false
+    }
     /// A waiter's yield before it sleeps (see `Lock::wait`): yields the
     /// CPU and returns whether the waiter may yield again, because the yield
     /// ran other threads (the CPU is oversubscribed). The model yields once:
@@ -389,26 +450,6 @@ pub(crate) trait Platform: Sized + 'static {
     fn max_arrival_yields() -> u32 {
         1
     }
-    /// Waits a moment for another thread to give the waiter stack back
-    /// (stack owners never block, so the wait is short). `waits` counts
-    /// this caller's waits so far in its current wait for the stack.
-    fn wait_for_stack(waits: &mut u32);
-    /// The current tick count.
-    fn now() -> u64;
-    /// The start of a waiter's starvation clock (`Node::since`): `now`,
-    /// except in the loom platform, whose `now` is always 0 and whose
-    /// clocks are numbered in the order they start, so that the models can
-    /// judge sleepers by age.
-    #[inline(always)]
-    fn clock() -> u64 {
-        Self::now()
-    }
-    /// The current tick count, and the one at which a spin that starts now
-    /// must stop.
-    fn spin_deadline() -> (u64, u64);
-    /// Notes that this thread just took the lock by spinning.
-    #[inline(always)]
-    fn note_spin_acquire() {}
     /// Notes that this thread's `unlock_fair` just handed the lock at
     /// address `lock` to a sleeper.
     #[inline(always)]
@@ -433,35 +474,15 @@ pub(crate) trait Platform: Sized + 'static {
     fn yield_after_starving_hand_off() -> bool {
         false
     }
-    /// Whether this thread took the lock by spinning so recently that
-    /// looking at once would only start a ping-pong (see `Lock::spin`).
+    /// Waits a moment for another thread to give the waiter stack back
+    /// (stack owners never block, so the wait is short). `waits` counts
+    /// this caller's waits so far in its current wait for the stack.
+    fn wait_for_stack(waits: &mut u32);
+    /// Sleepers are backed up when a stack owner leaves more than this many
+    /// on the stack ([`crate::lock::BACKLOG`]). `u32::MAX`: never.
     #[inline(always)]
-    fn spun_recently() -> bool {
-        false
-    }
-    /// A spinner in a ping-pong waits here, before its first look, until a
-    /// while after `started` (the spin's start tick). A pure delay: the
-    /// model skips it.
-    #[inline(always)]
-    fn ping_pong_pause(_started: u64) {}
-    /// A ping-pong pause just ended, and the lock was `held` (at the first
-    /// look, or re-taken within one look gap after it) or stayed free: the
-    /// platform adapts this thread's ping-pong window (see
-    /// `arch::PING_PONG_MAX_NS`). The model keeps no window
-    /// (`spun_recently` is always false there).
-    #[inline(always)]
-    fn pause_ended(_held: bool) {}
-    /// The most spin hints between two looks at the word.
-    #[inline(always)]
-    fn max_backoff() -> u32 {
-        8
-    }
-    /// Whether this thread, which just took the lock by spinning at tick
-    /// `now`, should look at the oldest sleeper (rate-limited per thread, in
-    /// time: the look takes the stack).
-    #[inline(always)]
-    fn look_due(_now: u64) -> bool {
-        false
+    fn backlog_sleepers() -> u32 {
+        u32::MAX
     }
     /// Whether the oldest sleeper, waiting since tick `since`, has waited so
     /// long that the lock is handed to it directly (starvation mode).
@@ -469,17 +490,6 @@ pub(crate) trait Platform: Sized + 'static {
     fn starving(_since: u64) -> bool {
         false
     }
-    /// Sleepers are backed up when a stack owner leaves more than this many
-    /// on the stack ([`crate::lock::BACKLOG`]). `u32::MAX`: never.
-    #[inline(always)]
-    fn backlog_sleepers() -> u32 {
-        u32::MAX
-    }
-    /// Whether `deadline` has passed, for a waiter that has (`slept`) or
-    /// has not yet slept in this `lock` call. The native platforms read the
-    /// clock and ignore `slept`; the model lets every deadline fall during
-    /// the waiter's first sleep, so the paths before it stay untimed.
-    fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
     /// When a sleeper whose starvation clock started at tick `since` (its
     /// first yield or first push, see `lock::start_clock`) starts starving: its
     /// sleep ends then, and it marks itself starving (`Lock::starve`).
@@ -527,6 +537,8 @@ pub(crate) trait Platform: Sized + 'static {
     /// [`Platform::wait_for_wake`] learns from.
     #[inline(always)]
     fn note_wake(_wait: Wait, _waited: u64, _latency: Option<u64>) {}
+
+    // Instrumentation: the tests' event counts and the `stats` feature's.
     /// Test instrumentation: counts slow-path events per thread.
     #[inline(always)]
     fn record(_event: Event) {}
