@@ -26,7 +26,7 @@
 //! returned, which each window waits for. Timing every `lock()` costs two
 //! clock reads per acquisition, which slows short critical sections
 //! several times over (2 threads, no critical section, 2-core AMD EPYC VM:
-//! about 9 Mops/s timed, 71-147 untimed, the benchmark's regime):
+//! 9.0-9.2 Mops/s timed, 71-81 untimed, three windows each):
 //!
 //! * `--untimed` leaves the timing out (and an empty critical section's
 //!   clock read), so that the counters are those of the benchmark's
@@ -104,6 +104,10 @@ struct Run {
     /// `[the last holder was another thread, was this one]` × bucket, count
     /// and nanoseconds.
     gaps: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 2],
+    /// `--sched`: this thread's kernel id, and its `lock()` calls over
+    /// 10 µs on `CLOCK_MONOTONIC`, printed after the window's measurements.
+    tid: i64,
+    slow_calls: Vec<(u64, u64)>,
 }
 
 fn main() {
@@ -205,12 +209,16 @@ fn window(o: &Opts) {
     if o.gaps {
         println!("{}", gaps_summary(&runs, elapsed, ops, o.cs));
     }
+    for r in &runs {
+        for (from, to) in &r.slow_calls {
+            eprintln!("lock() over 10 us: tid {} from {from} to {to} ns", r.tid);
+        }
+    }
 }
 
 /// One thread's loop, until `stop`; `id` names it in `Data::last_release`.
 fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: Instant) -> Run {
-    let mut r = Run::default();
-    let mut slow_calls = Vec::new();
+    let mut r = Run { tid: if o.sched { thread_id() } else { 0 }, ..Run::default() };
     let since_start = || start.elapsed().as_nanos() as u64;
     while !stop.load(Relaxed) {
         let asked = o.timed.then(Instant::now);
@@ -221,7 +229,7 @@ fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: 
             if o.sched {
                 let done_mono = monotonic_ns();
                 if done_mono - asked_mono > 10_000 {
-                    slow_calls.push((asked_mono, done_mono));
+                    r.slow_calls.push((asked_mono, done_mono));
                 }
             }
             r.long_calls += u64::from(took > LONG_CALL);
@@ -263,12 +271,6 @@ fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: 
         r.ops += 1;
         if o.think > 0 {
             black_box(busy(o.think));
-        }
-    }
-    if !slow_calls.is_empty() {
-        let tid = thread_id();
-        for (from, to) in slow_calls {
-            eprintln!("lock() over 10 us: tid {tid} from {from} to {to} ns");
         }
     }
     r

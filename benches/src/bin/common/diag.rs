@@ -14,11 +14,13 @@ pub fn busy(ns: u64) -> u64 {
 }
 
 /// Positional argument `i` (from 0) as a whole number, `default` when it
-/// is absent; a value that is not one exits with `usage`.
+/// is absent; a value that is not one exits with `usage` ("usage: TOOL
+/// ...", whose TOOL prefixes the message).
 pub fn arg(args: &[String], i: usize, default: u64, usage: &str) -> u64 {
     args.get(i).map_or(default, |s| {
         s.parse().unwrap_or_else(|_| {
-            eprintln!("argument {} ({s:?}) is not a whole number\n{usage}", i + 1);
+            let tool = usage.split_whitespace().nth(1).unwrap_or("");
+            eprintln!("{tool}: argument {} ({s:?}) is not a whole number\n{usage}", i + 1);
             std::process::exit(2)
         })
     })
