@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p spinbit-bench --features stats --bin contention_profile -- \
-//!     [THREADS [CS_NS [THINK_NS]]] [--fair] [--untimed] [--gaps] [--sched]
+//!     [THREADS [CS_NS [THINK_NS]]] [--fair] [--untimed] [--gaps] [--sched] [--nospin|--allspin]
 //! cargo run --release -p spinbit-bench --features stats --bin contention_profile -- 64 10000
 //! ```
 //!
@@ -43,6 +43,9 @@
 //!   `CLOCK_MONOTONIC` interval of every `lock()` over 10 µs, to be lined
 //!   up with a scheduler trace taken on the same clock
 //!   (`benches/sched_waits.py`).
+//! * `--nospin` and `--allspin` (feature `bench-ablations` too) run the
+//!   ablations instead (`spinbit::ablation`: nobody spins; every waiter
+//!   spins), whose slow paths the same counters count.
 //!
 //! Older figures in docs/benchmarks.md name this tool's predecessor,
 //! `hand_off_wait_profile`, an `#[ignore]`d test of `src/tests.rs` that
@@ -58,9 +61,10 @@ use std::time::{Duration, Instant};
 #[path = "common/diag.rs"]
 mod diag;
 use diag::busy;
+use spinbit::lock_api::{Mutex, MutexGuard, RawMutex, RawMutexFair};
 
 const USAGE: &str = "usage: contention_profile [THREADS [CS_NS [THINK_NS]]] \
-                     [--fair] [--untimed] [--gaps] [--sched]";
+                     [--fair] [--untimed] [--gaps] [--sched] [--nospin|--allspin]";
 const WINDOW: Duration = Duration::from_millis(500);
 /// The `lock()` calls over this long are counted.
 const LONG_CALL: Duration = Duration::from_micros(1_500);
@@ -117,9 +121,8 @@ fn main() {
         eprintln!("contention_profile: {why}\n{USAGE}");
         std::process::exit(2)
     };
-    if let Some(f) =
-        flags.iter().find(|f| !["--fair", "--untimed", "--gaps", "--sched"].contains(&f.as_str()))
-    {
+    let known = ["--fair", "--untimed", "--gaps", "--sched", "--nospin", "--allspin"];
+    if let Some(f) = flags.iter().find(|f| !known.contains(&f.as_str())) {
         fail(format!("unknown option {f}"));
     }
     if nums.len() > 3 {
@@ -142,13 +145,32 @@ fn main() {
     if o.threads == 0 {
         fail("THREADS must be at least 1".into());
     }
+    let lock = match (has("--nospin"), has("--allspin")) {
+        (false, false) => "spinbit",
+        (true, false) => "spinbit-nospin",
+        (false, true) => "spinbit-allspin",
+        (true, true) => fail("--nospin or --allspin, not both".into()),
+    };
+    if lock != "spinbit" && !cfg!(feature = "bench-ablations") {
+        fail(format!("{lock} needs --features stats,bench-ablations"));
+    }
     for _ in 0..3 {
-        window(&o);
+        match lock {
+            #[cfg(feature = "bench-ablations")]
+            "spinbit-nospin" => window::<spinbit::ablation::NoSpinRawMutex>(&o, lock),
+            #[cfg(feature = "bench-ablations")]
+            "spinbit-allspin" => window::<spinbit::ablation::AllSpinRawMutex>(&o, lock),
+            _ => window::<spinbit::RawMutex>(&o, lock),
+        }
     }
 }
 
-fn window(o: &Opts) {
-    let m = spinbit::Mutex::new(Data::default());
+/// The raw mutexes a window can run: spinbit's and its ablations'.
+trait Raw: RawMutex + RawMutexFair + Sync + 'static {}
+impl<R: RawMutex + RawMutexFair + Sync + 'static> Raw for R {}
+
+fn window<R: Raw>(o: &Opts, lock: &str) {
+    let m = Mutex::<R, Data>::new(Data::default());
     let stop = AtomicBool::new(false);
     spinbit::stats::reset();
     let cpu_before = process_cpu_time();
@@ -156,7 +178,7 @@ fn window(o: &Opts) {
     let runs: Vec<Run> = thread::scope(|s| {
         let (m, stop) = (&m, &stop);
         let threads: Vec<_> =
-            (0..o.threads).map(|id| s.spawn(move || run(o, id, m, stop, start))).collect();
+            (0..o.threads).map(|id| s.spawn(move || run::<R>(o, id, m, stop, start))).collect();
         thread::sleep(WINDOW);
         stop.store(true, Relaxed);
         threads.into_iter().map(|t| t.join().unwrap()).collect()
@@ -178,7 +200,7 @@ fn window(o: &Opts) {
         "not timed".to_owned()
     };
     println!(
-        "t{}/cs{}/think{}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, \
+        "{lock} t{}/cs{}/think{}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, \
          fairness {fairness:.2}, longest lock() {longest}",
         o.threads,
         o.cs,
@@ -217,7 +239,7 @@ fn window(o: &Opts) {
 }
 
 /// One thread's loop, until `stop`; `id` names it in `Data::last_release`.
-fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: Instant) -> Run {
+fn run<R: Raw>(o: &Opts, id: usize, m: &Mutex<R, Data>, stop: &AtomicBool, start: Instant) -> Run {
     let mut r = Run { tid: if o.sched { thread_id() } else { 0 }, ..Run::default() };
     let since_start = || start.elapsed().as_nanos() as u64;
     while !stop.load(Relaxed) {
@@ -264,7 +286,7 @@ fn run(o: &Opts, id: usize, m: &spinbit::Mutex<Data>, stop: &AtomicBool, start: 
             g.last_release = Some((id, now));
         }
         if o.fair {
-            spinbit::MutexGuard::unlock_fair(g);
+            MutexGuard::unlock_fair(g);
         } else {
             drop(g);
         }
