@@ -398,8 +398,9 @@ pub(crate) trait Platform: Sized + 'static {
 
     // The waiting policy: how long to spin, when to yield, poll or sleep,
     // when a sleeper starves. Natively `native.rs` with the constants of
-    // `crate::arch`; the model's defaults keep every step that writes and
-    // leave out pure delays.
+    // `crate::arch`. The defaults are what the model runs where `loom.rs`
+    // does not override them: they keep every step that writes and leave
+    // out pure delays.
     /// The current tick count, and the one at which a spin that starts now
     /// must stop.
     fn spin_deadline() -> (u64, u64);
