@@ -6,7 +6,11 @@ use crate::platform::native::{AllSpin, NoSpin};
 use crate::raw::raw_mutex;
 
 raw_mutex!(
-    /// Spinning switched off: every waiter sleeps at once.
+    /// Spinning switched off: no waiter spins, and one that finds the lock
+    /// held sleeps without yielding first. The rest is the real mutex's: a
+    /// wake still hands the woken thread `SPINNING`, which it holds without
+    /// spinning until it takes the lock or sleeps again, and unlocks skip
+    /// their wakes meanwhile.
     NoSpinRawMutex,
     NoSpin
 );
