@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+#[path = "src/bin/common/rusage.rs"]
+mod rusage;
+
 /// Process-wide CPU time and context switches, from `getrusage(RUSAGE_SELF)`,
 /// and the whole system's busy CPU time, from `/proc/stat`.
 #[derive(Clone, Copy)]
@@ -24,19 +27,8 @@ pub(crate) struct Usage {
 /// This process's CPU time and context switches so far, and the machine's
 /// busy time.
 pub(crate) fn usage() -> Usage {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `ru` is a valid place for one `rusage`, which `getrusage`
-    // fills when it returns 0 (checked before `assume_init`).
-    let ru = unsafe {
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()), 0);
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
-    Usage {
-        cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
-        ctxsw: ru.ru_nvcsw as i64 + ru.ru_nivcsw as i64,
-        system_ns: system_busy_ns(),
-    }
+    let (cpu_ns, ctxsw) = rusage::cpu_ns_and_ctxsw();
+    Usage { cpu_ns, ctxsw, system_ns: system_busy_ns() }
 }
 
 /// What a window's threads share with the thread that runs it: the start

@@ -13,7 +13,7 @@
 //! `THINK_NS` nanoseconds of busy work outside (default 0); for three
 //! windows of 500 ms. Each window prints:
 //!
-//! * the throughput; the process's CPU time (user + system, Linux) per
+//! * the throughput; the process's CPU time (user + system) per
 //!   operation; the fairness (fewest / most operations of any thread); the
 //!   longest single `lock()` and how many took over 1.5 ms;
 //! * the policy's counters over the window: slow paths, spin episodes and
@@ -60,6 +60,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/diag.rs"]
 mod diag;
+#[path = "common/rusage.rs"]
+mod rusage;
 use diag::busy;
 use spinbit::lock_api::{Mutex, MutexGuard, RawMutex, RawMutexFair};
 
@@ -173,7 +175,7 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
     let m = Mutex::<R, Data>::new(Data::default());
     let stop = AtomicBool::new(false);
     spinbit::stats::reset();
-    let cpu_before = process_cpu_time();
+    let cpu_before = rusage::cpu_ns_and_ctxsw().0;
     let start = Instant::now();
     let runs: Vec<Run> = thread::scope(|s| {
         let (m, stop) = (&m, &stop);
@@ -184,14 +186,13 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     });
     let elapsed = start.elapsed();
-    let cpu = process_cpu_time().zip(cpu_before).map(|(after, before)| after - before);
+    let cpu_ns = rusage::cpu_ns_and_ctxsw().0 - cpu_before;
     let st = spinbit::stats::snapshot();
     let ops: u64 = runs.iter().map(|r| r.ops).sum();
     assert_eq!(m.lock().count, ops, "lost updates: mutual exclusion failed");
 
     let most = runs.iter().map(|r| r.ops).max().unwrap_or(0).max(1);
     let fairness = runs.iter().map(|r| r.ops).min().unwrap_or(0) as f64 / most as f64;
-    let per_op = |d: Duration| Duration::from_nanos((d.as_nanos() / u128::from(ops.max(1))) as u64);
     let longest = if o.timed {
         let longest = runs.iter().map(|r| r.longest).max().unwrap_or_default();
         let long: u64 = runs.iter().map(|r| r.long_calls).sum();
@@ -200,14 +201,14 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
         "not timed".to_owned()
     };
     println!(
-        "{lock} t{}/cs{}/think{}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {}, \
+        "{lock} t{}/cs{}/think{}{}: {:.3} Mops/s, {ops} ops in {elapsed:?}, CPU per op {:?}, \
          fairness {fairness:.2}, longest lock() {longest}",
         o.threads,
         o.cs,
         o.think,
         if o.fair { "/fair" } else { "" },
         ops as f64 / elapsed.as_secs_f64() / 1e6,
-        cpu.map_or_else(|| "-".to_owned(), |c| format!("{:?}", per_op(c))),
+        Duration::from_nanos((cpu_ns / ops.max(1) as f64) as u64),
     );
     let mean_latency = st.wake_latency_total / u32::try_from(st.wakes.max(1)).unwrap_or(u32::MAX);
     println!(
@@ -326,26 +327,6 @@ fn gaps_summary(runs: &[Run], window: Duration, ops: u64, cs: u64) -> String {
         out += ");";
     }
     out
-}
-
-/// User + system CPU time of the whole process so far (`None` where not
-/// measured).
-fn process_cpu_time() -> Option<Duration> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `getrusage` writes the struct it is given and nothing
-        // else; an all-zero `rusage` is a valid value of it.
-        let u = unsafe {
-            let mut u: libc::rusage = std::mem::zeroed();
-            (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
-        }?;
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-        };
-        Some(tv(u.ru_utime) + tv(u.ru_stime))
-    }
-    #[cfg(not(target_os = "linux"))]
-    None
 }
 
 /// `CLOCK_MONOTONIC` in ns (the clock `perf record -k CLOCK_MONOTONIC`
