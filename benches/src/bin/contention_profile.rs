@@ -26,7 +26,7 @@
 //! returned, which each window waits for. Timing every `lock()` costs two
 //! clock reads per acquisition, which slows short critical sections
 //! several times over (2 threads, no critical section, 2-core AMD EPYC VM:
-//! 9.0-9.2 Mops/s timed, 71-81 untimed, three windows each):
+//! 9.0-9.2 Mops/s timed, 71-81 untimed, three windows each, at fdca433):
 //!
 //! * `--untimed` leaves the timing out (and an empty critical section's
 //!   clock read), so that the counters are those of the benchmark's
