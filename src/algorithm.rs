@@ -119,8 +119,9 @@
 //! each hand-off to a sleeping thread costs the others more). If the timeout
 //! fires while its node is still on the stack, the thread takes
 //! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
-//! stack (sleepers that marked themselves earlier stay below it: it goes
-//! right above them), sets
+//! stack (sleepers that marked themselves earlier, and requeued condition
+//! variable waiters judged starving, below, stay below it: it goes right
+//! above them), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).
 //! Then it spins for up to 10 µs for the hand-off (a recipient that is
@@ -147,18 +148,28 @@
 //! to wake a sleeper (it reads the clock before its futex wake), and every
 //! thread that has just taken the lock by spinning, at most once per 250 µs
 //! per thread, treat an oldest sleeper that has waited over twice the
-//! longer threshold (4 ms) as starving. A condition variable's waiter that
-//! `notify_all` moved onto the stack sleeps on in the condition variable's
-//! wait, so it has no starvation timer of its own until its first wake (or,
-//! in a timed wait, its wait's own deadline); the bound below does not
-//! cover it until then. Its wait is bounded once it is the oldest sleeper:
-//! the next wake pops it (from then on it sleeps with its own timer, whose
-//! clock started at the requeue), or other threads judge it by age as
-//! above; until then sleepers that mark themselves move below it. (Measured
-//! beside threads that take the mutex in a loop, most requeued waiters are
-//! woken within a millisecond or two, and their longest waits were of the
-//! order of those threads' longest `lock()`: docs/benchmarks.md, "The
-//! condition variable".)
+//! longer threshold (4 ms) as starving.
+//!
+//! A condition variable's waiter that `notify_all` moved onto the stack
+//! sleeps on in the condition variable's wait, with no starvation timer of
+//! its own until its first wake. So the requeue flags its node as
+//! requeued, its clock started at the requeue, and other threads judge
+//! such a node starving at the deadline its own timer would have had
+//! (2 ms, the longer threshold) rather than at the backstop's 4 ms; its
+//! thread's next push of its own clears the flag. A sleeper that marks
+//! itself walks up from the bottom of the stack through the sleepers that
+//! starve, marked or judged, and goes right above the highest that marked
+//! itself earlier or is a requeued waiter. So once a requeued waiter
+//! starves, no later mark passes it as soon as every sleeper below it
+//! starves too: at once if those whose timers have fired have marked
+//! themselves, and 4 ms after the requeue at the latest, since each of
+//! them is older and judged by the backstop by then
+//! (`model::condvar::a_later_mark_stays_above_a_requeued_waiter_judged_starving`).
+//! From then on it is served like a sleeper that marked itself at that
+//! moment, once a wake, a holder's look or a later mark sets `STARVING`.
+//! (A mutex sleeper judged starving but not marked is passed: it marks
+//! itself once it runs, and served first it would be nudged and hold up
+//! the hand-offs to the marked sleepers until then.)
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper if that sleeper's thread is running: it takes
@@ -216,7 +227,7 @@
 //! another sleep past the deadline). From then on the unlocks serve the
 //! marked sleepers bottom up and ours is never passed over: each hand-off
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up
-//! is marked, and each nudge goes to the bottom sleeper, which stays at
+//! starves, and each nudge goes to the bottom sleeper, which stays at
 //! the bottom until it is handed the lock (later marks move above the
 //! earlier ones). With `m` sleepers marked before it, it waits for at most
 //! `m + 1` turns, each of which is a critical section handed over, or a

@@ -25,7 +25,7 @@ use loom::thread;
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::fair::{
     BY_AGE, BY_AGE_NUDGED, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES,
-    OLDEST_STARVES_FIRST_PAUSES, SELF_JUDGED, SELF_JUDGED_NUDGED, STARVES_ONCE,
+    OLDEST_STARVES_FIRST_PAUSES, SELF_JUDGED, SELF_JUDGED_BY_AGE, SELF_JUDGED_NUDGED, STARVES_ONCE,
 };
 use crate::platform::loom::faults::*;
 use crate::platform::loom::wakes::{FIFO, ONE_PASS};
@@ -58,6 +58,9 @@ type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_NUDGED>;
 type ByAgeNudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE_NUDGED>;
 /// Only the waiter whose starvation clock started first starves.
 type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE>;
+/// Sleepers judge themselves, and the waiter whose starvation clock started
+/// first starves by age too.
+type SelfJudgedByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_BY_AGE>;
 /// No fault, and the first `N` futex waits of an execution that would block
 /// return at once instead; wake policy `M`, starvation rule `R`.
 type Spurious<const N: usize, const M: u32 = FIFO, const R: u8 = NOBODY_STARVES> =
@@ -341,7 +344,7 @@ pub(crate) fn starving(rule: u8, since: u64) -> bool {
             }
             true
         }
-        BY_AGE | BY_AGE_NUDGED => since == 1,
+        BY_AGE | BY_AGE_NUDGED | SELF_JUDGED_BY_AGE => since == 1,
         _ => false,
     }
 }
@@ -3340,6 +3343,70 @@ mod condvar {
     #[should_panic(expected = "deadlock")]
     fn broken_requeued_waiter_sleeps_through_its_nudge() {
         requeued_waiter_nudged::<REQUEUED_IGNORES_NUDGE>(bound(0, 0));
+    }
+
+    /// A requeued waiter that other threads judge starving is not passed by
+    /// a later mark. The waiter (digit 1) waits; once it has released the
+    /// mutex, the main thread takes it and moves the waiter onto the stack
+    /// with `notify_all`: the requeue starts the execution's first clock, so
+    /// the waiter starves by age (`SelfJudgedByAge`). A sleeper (digit 3)
+    /// pushes above it and marks itself at its starvation deadline; it must
+    /// stay above the requeued waiter, which the main thread's unlock
+    /// then hands the lock (digit 2) before the marked sleeper.
+    fn requeued_before_a_later_mark<const F: u8>(bound: Bound) -> Seen {
+        explore(bound, || {
+            let g = Guarded::<SelfJudgedByAge<F>>::new();
+            let cv = cond::<SelfJudgedByAge<F>>();
+            let marks = counter();
+            STEER.with(|s| s.borrow_mut().marks = Some(marks));
+            let w = thread::spawn(move || {
+                g.lock.lock();
+                g.append_locked(1);
+                assert!(!wait_on(g, cv, None, false));
+                g.append_locked(2);
+                // SAFETY: held since the wait returned.
+                unsafe { g.lock.unlock() };
+            });
+            // Listed and the mutex released: the main thread's lock does not
+            // contend, so no clock starts before the requeue's.
+            while cv_empty(cv) || g.word() & LOCKED != 0 {
+                thread::yield_now();
+            }
+            g.lock.lock();
+            assert_eq!(cv.notify_all(), 1, "notify_all missed a waiter");
+            let b = thread::spawn(move || {
+                allow_my_timeouts(1, None);
+                g.turn(3);
+            });
+            // Until the sleeper has marked itself and given the stack back.
+            while marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0 {
+                thread::yield_now();
+            }
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            w.join().unwrap();
+            b.join().unwrap();
+            assert_eq!(g.value(), 123, "a later mark passed a requeued waiter judged starving");
+            assert_eq!(g.word(), 0, "the word keeps a trace of a waiter");
+            assert!(cv_empty(cv), "the condvar keeps a waiter");
+        })
+    }
+
+    #[test]
+    fn a_later_mark_stays_above_a_requeued_waiter_judged_starving() {
+        let seen = requeued_before_a_later_mark::<NO_FAULT>(bound(1, 2));
+        assert!(
+            seen.of(Event::Requeued) > 0
+                && seen.of(Event::Starved) > 0
+                && seen.of(Event::HandOff) > 1,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a later mark passed a requeued waiter")]
+    fn broken_later_mark_passes_a_requeued_waiter_judged_starving() {
+        requeued_before_a_later_mark::<MARK_PASSES_REQUEUED>(bound(0, 0));
     }
 
     thread_local! {

@@ -197,6 +197,12 @@ pub(crate) struct Node<P: Platform> {
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from
     /// then on it counts as starving.
     starved: P::Cell<bool>,
+    /// Set by a condition variable that moved this node onto the stack
+    /// (`Lock::push_chain`), whose thread sleeps on in the condition
+    /// variable's wait with no starvation timer: stack owners judge it at
+    /// the deadline that timer would have had ([`starves`](wake::starves)),
+    /// from `since`, the requeue. Cleared by its thread's next push of its own.
+    requeued: P::Cell<bool>,
     /// When a wake unlinked this node from a stack, or a condition
     /// variable's notifier from its list ([`Platform::now`] ticks): its
     /// thread measures how long it waited (from its push, or its listing)
@@ -227,6 +233,7 @@ impl<P: Platform> Node<P> {
             handed_lock: NodeCell::new(false),
             since: NodeCell::new(0),
             starved: NodeCell::new(false),
+            requeued: NodeCell::new(false),
             woken_at: NodeCell::new(0),
             nudged: NodeCell::new(false),
             renewed: NodeCell::new(false),

@@ -1,6 +1,7 @@
 //! The waiter stack: taking `STACK_LOCKED`, walking to the tail, moving a
 //! starving sleeper to the bottom, and a timed waiter leaving the stack.
 
+use super::wake::starves;
 use super::*;
 
 impl<P: Platform> Lock<P> {
@@ -25,14 +26,23 @@ impl<P: Platform> Lock<P> {
         }
     }
 
-    /// Moves `me` just above the sleepers that marked themselves starving
-    /// before it (they sit at the bottom of the stack, oldest mark lowest),
-    /// or to the very bottom if there are none; returns whether `me` was
-    /// linked. `s` is a recent value of the word and is kept up to date.
+    /// Moves `me` just above the sleepers at the bottom of the stack that
+    /// starve before it, or to the very bottom if there are none; returns
+    /// whether `me` was linked. `s` is a recent value of the word and is
+    /// kept up to date. Those sleepers are the ones that marked themselves
+    /// before `me` (oldest mark lowest), and requeued condition variable
+    /// waiters that other threads judge starving ([`starves`]), which have
+    /// no timer to mark themselves with.
     ///
-    /// Hand-offs serve the bottom first, so the marked sleepers are served
-    /// in the order they marked themselves: a later mark never passes an
-    /// earlier one, which is what the bound in the `algorithm` docs counts on.
+    /// Hand-offs serve the bottom first and keep starvation mode while the
+    /// next sleeper starves, so these are served in the order they came to
+    /// starve: a later mark never passes an earlier one, or a requeued
+    /// waiter judged starving, which is what the bound in the `algorithm`
+    /// docs counts on. A mutex sleeper judged starving by age but not
+    /// marked (its timer fired and its thread has not run yet) is passed:
+    /// it marks itself once it runs, and served before the marks it would
+    /// be nudged and hold up their hand-offs until then (docs/benchmarks.md,
+    /// "The condition variable").
     ///
     /// # Safety
     /// We own the stack (`s` has STACK_LOCKED), and `me` is not marked.
@@ -50,14 +60,18 @@ impl<P: Platform> Lock<P> {
                 let Some(tail) = tail_if_linked(top, me) else {
                     return false;
                 };
-                // The highest of the marked run at the bottom (null if the
-                // tail is not marked): we go right above it. The run never
-                // includes `me`, which is not marked yet.
+                // The highest marked or requeued sleeper in the run of
+                // starving sleepers at the bottom (null if there is none):
+                // we go right above it. The run never includes `me`.
                 let mut run = ptr::null_mut();
                 if P::FAULT != Fault::MarkedBelowEarlierMarks {
                     let mut cur = tail;
-                    while cur != me && (*cur).starved.get() {
-                        run = cur;
+                    while cur != me && starves(cur) {
+                        if (*cur).starved.get()
+                            || ((*cur).requeued.get() && P::FAULT != Fault::MarkPassesRequeued)
+                        {
+                            run = cur;
+                        }
                         if cur == top {
                             break;
                         }
@@ -110,8 +124,7 @@ impl<P: Platform> Lock<P> {
                     (*new_top).tail.set(me);
                 } else {
                     // Right above the run. `run` is not the top: we were
-                    // linked above it, and the top is never marked alone
-                    // above us once we moved off it.
+                    // linked above it, and the walk stopped below us.
                     P::record(Event::MovedAboveMarked);
                     let newer = (*run).prev.get();
                     (*newer).next.set(me);
@@ -267,6 +280,7 @@ impl<P: Platform> Lock<P> {
                 (*n).tail.set(ptr::null_mut());
                 (*n).passes.set(0);
                 (*n).since.set(since);
+                (*n).requeued.set(true);
                 if n == oldest {
                     break;
                 }

@@ -241,6 +241,8 @@ impl<P: Platform> Lock<P> {
             node.prev.set(ptr::null_mut());
             node.tail.set(ptr::null_mut());
             node.passes.set(0);
+            // Our own starvation timer judges us from now on.
+            node.requeued.set(false);
             if !node.renewed.get() && P::FAULT != Fault::PushKeepsPendingNudge {
                 // A nudge that a wake overtook: a stack owner popped us
                 // before we marked ourselves anew. Kept, it would make

@@ -658,5 +658,5 @@ pub(super) unsafe fn nudge_pending<P: Platform>(node: *mut Node<P>) -> bool {
 #[inline(always)]
 pub(super) unsafe fn starves<P: Platform>(node: *mut Node<P>) -> bool {
     // SAFETY: forwarded from the caller.
-    unsafe { (*node).starved.get() || P::starving((*node).since.get()) }
+    unsafe { (*node).starved.get() || P::starving((*node).since.get(), (*node).requeued.get()) }
 }

@@ -80,6 +80,7 @@ fault_names! {
     STARVE_DROPS_WAKE: StarveDropsWake,
     RELAXED_MOVE_RETRY: RelaxedMoveRetry,
     MARKED_BELOW_EARLIER_MARKS: MarkedBelowEarlierMarks,
+    MARK_PASSES_REQUEUED: MarkPassesRequeued,
     HAND_SPIN_PAST_SPINNER: HandSpinPastSpinner,
     RELAXED_BACKLOG_ON_PUSH: RelaxedBacklogOnPush,
     RELAXED_TAKE_ON_PUSH: RelaxedTakeOnPush,
@@ -155,10 +156,15 @@ pub(crate) mod fair {
     /// As [`BY_AGE`], with nudges as in [`SELF_JUDGED_NUDGED`]: the oldest
     /// sleeper, nudged, has not marked itself.
     pub(crate) const BY_AGE_NUDGED: u8 = 8;
+    /// As [`SELF_JUDGED`], and other threads judge the waiter whose
+    /// starvation clock started first in the execution starving, as in
+    /// [`BY_AGE`] (a requeued condition variable waiter, whose clock the
+    /// requeue starts).
+    pub(crate) const SELF_JUDGED_BY_AGE: u8 = 9;
 
     /// Whether sleepers judge themselves under rule `fair`.
     pub(crate) const fn self_judged(fair: u8) -> bool {
-        fair == SELF_JUDGED || fair == SELF_JUDGED_NUDGED
+        fair == SELF_JUDGED || fair == SELF_JUDGED_NUDGED || fair == SELF_JUDGED_BY_AGE
     }
 }
 
@@ -219,7 +225,7 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn look_due(_now: u64) -> bool {
         FAIR != fair::NOBODY_STARVES && !fair::self_judged(FAIR)
     }
-    fn starving(since: u64) -> bool {
+    fn starving(since: u64, _requeued: bool) -> bool {
         crate::model::starving(FAIR, since)
     }
     fn starve_deadline(_since: u64, _backed_up: bool) -> Option<ModelDeadline> {

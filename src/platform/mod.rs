@@ -82,6 +82,10 @@ pub(crate) enum Fault {
     /// A sleeper that marks itself starving gives the stack back without
     /// the wake that unlocks which found the stack owned left to it.
     StarveDropsWake,
+    /// A sleeper that marks itself starving moves below a requeued
+    /// condition variable waiter that other threads judge starving: its
+    /// mark passes a waiter that has no timer to mark itself with.
+    MarkPassesRequeued,
     /// A starving sleeper at the top of the stack retries its move, after a
     /// push, with a Relaxed look at the new nodes.
     RelaxedMoveRetry,
@@ -485,10 +489,14 @@ pub(crate) trait Platform: Sized + 'static {
     fn backlog_sleepers() -> u32 {
         u32::MAX
     }
-    /// Whether the oldest sleeper, waiting since tick `since`, has waited so
-    /// long that the lock is handed to it directly (starvation mode).
+    /// Whether a sleeper, waiting since tick `since`, has waited so long
+    /// that the lock is handed to it directly (starvation mode), judged by
+    /// another thread. `requeued`: a condition variable's waiter moved onto
+    /// the stack, which has no starvation timer of its own, so others judge
+    /// it at the deadline its timer would have; else this is a backstop for
+    /// a sleeper whose timer has fired but which has not run yet.
     #[inline(always)]
-    fn starving(_since: u64) -> bool {
+    fn starving(_since: u64, _requeued: bool) -> bool {
         false
     }
     /// When a sleeper whose starvation clock started at tick `since` (its
@@ -612,7 +620,8 @@ pub(crate) enum Event {
     /// deadline and unlinked its node (recorded with [`Event::TimedOut`]).
     LeftStarving,
     /// A sleeper that marked itself starving moved to just above the
-    /// sleepers that had marked themselves before it, not to the bottom.
+    /// sleepers that had marked themselves before it (or a requeued
+    /// condition variable waiter judged starving), not to the bottom.
     MovedAboveMarked,
     /// A waiter that found another thread spinning, or starvation mode,
     /// yielded the CPU (its first yield since it arrived).
