@@ -154,22 +154,26 @@
 //! sleeps on in the condition variable's wait, with no starvation timer of
 //! its own until its first wake. So the requeue flags its node as
 //! requeued, its clock started at the requeue, and other threads judge
-//! such a node starving at the deadline its own timer would have had
-//! (2 ms, the longer threshold) rather than at the backstop's 4 ms; its
-//! thread's next push of its own clears the flag. A sleeper that marks
-//! itself walks up from the bottom of the stack through the sleepers that
-//! starve, marked or judged, and goes right above the highest that marked
-//! itself earlier or is a requeued waiter. So once a requeued waiter
-//! starves, no later mark passes it as soon as every sleeper below it
-//! starves too: at once if those whose timers have fired have marked
-//! themselves, and 4 ms after the requeue at the latest, since each of
-//! them is older and judged by the backstop by then
+//! such a node starving at 2 ms, the longer of a sleeper's two thresholds
+//! (its own timer, once it has one, fires at 1 ms unless sleepers are
+//! backed up), rather than at the backstop's 4 ms; its thread's next push
+//! of its own clears the flag. A sleeper that marks itself walks up from
+//! the bottom of the stack through the sleepers that starve, marked or
+//! judged, and goes right above the highest that marked itself earlier or
+//! is a requeued waiter; a mutex sleeper judged starving but not marked
+//! (its timer fired and it has not run yet) is passed, unless a requeued
+//! waiter judged starving sits above it: it marks itself once it runs,
+//! and served before the marks it would be nudged and hold up their
+//! hand-offs until then
+//! (`model::a_mark_passes_a_sleeper_judged_starving_but_not_marked`). So
+//! once a requeued waiter starves, no later mark passes it as soon as
+//! every sleeper below it starves too: at once if those whose timers have
+//! fired have marked themselves, and 4 ms after the requeue at the latest,
+//! since each of them is older (a requeue whose push finds a newer top
+//! starts its clock again) and judged by the backstop by then
 //! (`model::condvar::a_later_mark_stays_above_a_requeued_waiter_judged_starving`).
 //! From then on it is served like a sleeper that marked itself at that
 //! moment, once a wake, a holder's look or a later mark sets `STARVING`.
-//! (A mutex sleeper judged starving but not marked is passed: it marks
-//! itself once it runs, and served first it would be nudged and hold up
-//! the hand-offs to the marked sleepers until then.)
 //!
 //! While `STARVING` is set, every unlock **hands the lock directly** to the
 //! oldest sleeper if that sleeper's thread is running: it takes
@@ -229,7 +233,9 @@
 //! takes the bottom sleeper and keeps `STARVING` set while the next one up
 //! starves, and each nudge goes to the bottom sleeper, which stays at
 //! the bottom until it is handed the lock (later marks move above the
-//! earlier ones). With `m` sleepers marked before it, it waits for at most
+//! earlier ones). With `m` sleepers below it once it has marked itself (those
+//! marked before it, and any requeued waiter judged starving that it
+//! stopped above with the sleepers below that one), it waits for at most
 //! `m + 1` turns, each of which is a critical section handed over, or a
 //! nudge: then other threads may hold the lock while the nudged thread
 //! wakes up and marks itself anew (one wake-up), and then it is handed the

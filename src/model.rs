@@ -2026,6 +2026,53 @@ fn broken_starving_unlock_releases_while_the_stack_is_owned() {
     starving_unlock_beside_a_stack_owner::<STARVING_UNLOCK_RELEASES_WHEN_OWNED>(2, bound(0, 0));
 }
 
+/// A mark passes a mutex sleeper that other threads judge starving but
+/// that has not marked itself (its timer fired and it has not run yet):
+/// it marks itself once it runs, and served before the marks it would be
+/// nudged and hold up their hand-offs until then. Sleeper `a` (digit 1)
+/// pushes itself first, so its clock is the execution's first and it
+/// starves by age (`SelfJudgedByAge`); its own sleep never times out.
+/// Sleeper `b` (digit 2) pushes above it and marks itself at its deadline:
+/// it moves below `a`, the main thread's unlock hands it the lock, and its
+/// hand-off keeps starvation mode for `a`, judged starving: order 21.
+fn mark_passes_a_judged_sleeper<const F: u8>(bound: Bound) -> Seen {
+    explore(bound, || {
+        let g = Guarded::<SelfJudgedByAge<F>>::new();
+        let marks = counter();
+        STEER.with(|s| s.borrow_mut().marks = Some(marks));
+        g.lock.lock();
+        let a = thread::spawn(move || g.turn(1));
+        // Until `a` has pushed itself.
+        g.wait_for(|w| w & !FLAGS != 0);
+        let b = thread::spawn(move || {
+            allow_my_timeouts(1, None);
+            g.turn(2);
+        });
+        // Until `b` has marked itself and given the stack back.
+        while marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0 {
+            thread::yield_now();
+        }
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(g.value(), 21, "a mark stopped above a sleeper judged starving but not marked");
+        assert_eq!(g.word(), 0, "the word keeps a trace of a starving sleeper");
+    })
+}
+
+#[test]
+fn a_mark_passes_a_sleeper_judged_starving_but_not_marked() {
+    let seen = mark_passes_a_judged_sleeper::<NO_FAULT>(bound(1, 2));
+    assert!(seen.of(Event::MovedFromTop) > 0 && seen.of(Event::HandOff) > 1, "{seen:?}");
+}
+
+#[test]
+#[should_panic(expected = "a mark stopped above a sleeper judged starving but not marked")]
+fn broken_mark_stops_above_a_sleeper_judged_starving_but_not_marked() {
+    mark_passes_a_judged_sleeper::<MARK_STOPS_ABOVE_JUDGED>(bound(0, 0));
+}
+
 #[test]
 fn marked_sleepers_are_handed_the_lock_in_mark_order() {
     // `b` marks right above `a`: it stays where it is.
@@ -3374,6 +3421,8 @@ mod condvar {
             }
             g.lock.lock();
             assert_eq!(cv.notify_all(), 1, "notify_all missed a waiter");
+            let clocks = STEER.with(|s| s.borrow().clocks);
+            assert_eq!(clocks, 1, "a clock started before the requeue's");
             let b = thread::spawn(move || {
                 allow_my_timeouts(1, None);
                 g.turn(3);

@@ -1579,6 +1579,23 @@ fn ping_pong_window_adapts_to_what_pauses_find() {
     .unwrap();
 }
 
+/// Other threads judge a sleeper starving by age at twice the longer
+/// starvation threshold (a backstop: it has a timer of its own), and a
+/// requeued condition variable waiter, which has none, at that threshold
+/// itself. Half a millisecond either side of each, so that no
+/// preemption between the two clock readings changes the answer.
+#[test]
+fn stack_owners_judge_a_requeued_waiter_at_the_longer_threshold() {
+    use crate::arch::{STARVING_NS, ns_to_ticks};
+    let now = Native::now();
+    let waited = |ns: u64| now.wrapping_sub(ns_to_ticks(ns));
+    let margin = 500_000;
+    assert!(Native::starving(waited(2 * STARVING_NS + margin), false));
+    assert!(!Native::starving(waited(2 * STARVING_NS - margin), false));
+    assert!(Native::starving(waited(STARVING_NS + margin), true));
+    assert!(!Native::starving(waited(STARVING_NS - margin), true));
+}
+
 /// With the real, adaptive window, a ping-pong widens it (its pauses end
 /// with the lock held) until most spin episodes pause; at the narrowest
 /// window a two-core run pauses in a fifth to a third of them. A check of

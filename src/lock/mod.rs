@@ -200,7 +200,7 @@ pub(crate) struct Node<P: Platform> {
     /// Set by a condition variable that moved this node onto the stack
     /// (`Lock::push_chain`), whose thread sleeps on in the condition
     /// variable's wait with no starvation timer: stack owners judge it at
-    /// the deadline that timer would have had ([`starves`](wake::starves)),
+    /// the longer of a sleeper's two thresholds ([`starves`](wake::starves)),
     /// from `since`, the requeue. Cleared by its thread's next push of its own.
     requeued: P::Cell<bool>,
     /// When a wake unlinked this node from a stack, or a condition

@@ -39,10 +39,11 @@ impl<P: Platform> Lock<P> {
     /// starve: a later mark never passes an earlier one, or a requeued
     /// waiter judged starving, which is what the bound in the `algorithm`
     /// docs counts on. A mutex sleeper judged starving by age but not
-    /// marked (its timer fired and its thread has not run yet) is passed:
-    /// it marks itself once it runs, and served before the marks it would
-    /// be nudged and hold up their hand-offs until then (docs/benchmarks.md,
-    /// "The condition variable").
+    /// marked (its timer fired and its thread has not run yet) is passed,
+    /// unless a requeued waiter judged starving sits above it: it marks
+    /// itself once it runs, and served before the marks it would be nudged
+    /// and hold up their hand-offs until then (docs/benchmarks.md, "The
+    /// condition variable").
     ///
     /// # Safety
     /// We own the stack (`s` has STACK_LOCKED), and `me` is not marked.
@@ -69,6 +70,7 @@ impl<P: Platform> Lock<P> {
                     while cur != me && starves(cur) {
                         if (*cur).starved.get()
                             || ((*cur).requeued.get() && P::FAULT != Fault::MarkPassesRequeued)
+                            || P::FAULT == Fault::MarkStopsAboveJudged
                         {
                             run = cur;
                         }
@@ -270,23 +272,8 @@ impl<P: Platform> Lock<P> {
     /// parker and, however that sleep ends, goes on in
     /// [`Lock::wait_requeued`] once this returns `true`.
     pub(crate) unsafe fn push_chain(&self, newest: *mut Node<P>, oldest: *mut Node<P>) -> bool {
-        let since = P::clock();
-        let mut n = newest;
-        loop {
-            // SAFETY: on no stack yet, and their threads read none of these
-            // fields before a stack owner pops them.
-            unsafe {
-                (*n).prev.set(ptr::null_mut());
-                (*n).tail.set(ptr::null_mut());
-                (*n).passes.set(0);
-                (*n).since.set(since);
-                (*n).requeued.set(true);
-                if n == oldest {
-                    break;
-                }
-                n = (*n).next.get();
-            }
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { stamp_chain(newest, oldest) };
         let mut s = self.state.load(Relaxed);
         loop {
             if s.addr() & LOCKED == 0 {
@@ -302,7 +289,16 @@ impl<P: Platform> Lock<P> {
                     P::record(Event::Requeued);
                     return true;
                 }
-                Err(now) => s = now,
+                Err(now) => {
+                    if head(now) != head(s) {
+                        // A waiter pushed itself first: our clocks start
+                        // after its own, so that every sleeper below the
+                        // chain is older than it.
+                        // SAFETY: as above.
+                        unsafe { stamp_chain(newest, oldest) };
+                    }
+                    s = now;
+                }
             }
         }
     }
@@ -326,6 +322,31 @@ impl<P: Platform> Lock<P> {
             P::broken("a spinbit thread took the stack that another owns");
         }
         Ok(taken)
+    }
+}
+
+/// Readies the chain of `push_chain` for the stack: its nodes are
+/// requeued, and their starvation clocks start now.
+///
+/// # Safety
+/// As for `push_chain`: the nodes are on no stack, and their threads read
+/// none of these fields before a stack owner pops them.
+unsafe fn stamp_chain<P: Platform>(newest: *mut Node<P>, oldest: *mut Node<P>) {
+    let since = P::clock();
+    let mut n = newest;
+    loop {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            (*n).prev.set(ptr::null_mut());
+            (*n).tail.set(ptr::null_mut());
+            (*n).passes.set(0);
+            (*n).since.set(since);
+            (*n).requeued.set(true);
+            if n == oldest {
+                break;
+            }
+            n = (*n).next.get();
+        }
     }
 }
 

@@ -489,9 +489,10 @@ impl<P: Platform> Lock<P> {
                     let left = (*top).count.get().saturating_sub(1);
                     (*top).count.set(left);
                     // A hand-off keeps starvation mode while the next
-                    // oldest sleeper starves: the marked sleepers form the
-                    // bottom run, so that is the next of them, if any, and
-                    // not the top (the models
+                    // oldest sleeper starves: the marked sleepers (and the
+                    // requeued waiters judged starving that marks stopped
+                    // above) form the bottom run, so that is the next of
+                    // them, if any, and not the top (the models
                     // `the_second_mark_is_not_overtaken_after_the_first_hand_off`
                     // and `the_second_mark_below_an_unmarked_sleeper_is_not_overtaken`).
                     let mut still = hand_over && starves(newer);

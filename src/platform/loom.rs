@@ -81,6 +81,7 @@ fault_names! {
     RELAXED_MOVE_RETRY: RelaxedMoveRetry,
     MARKED_BELOW_EARLIER_MARKS: MarkedBelowEarlierMarks,
     MARK_PASSES_REQUEUED: MarkPassesRequeued,
+    MARK_STOPS_ABOVE_JUDGED: MarkStopsAboveJudged,
     HAND_SPIN_PAST_SPINNER: HandSpinPastSpinner,
     RELAXED_BACKLOG_ON_PUSH: RelaxedBacklogOnPush,
     RELAXED_TAKE_ON_PUSH: RelaxedTakeOnPush,

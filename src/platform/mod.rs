@@ -86,6 +86,10 @@ pub(crate) enum Fault {
     /// condition variable waiter that other threads judge starving: its
     /// mark passes a waiter that has no timer to mark itself with.
     MarkPassesRequeued,
+    /// A sleeper that marks itself starving stops above every sleeper
+    /// judged starving, a mutex sleeper that has not marked itself yet
+    /// included.
+    MarkStopsAboveJudged,
     /// A starving sleeper at the top of the stack retries its move, after a
     /// push, with a Relaxed look at the new nodes.
     RelaxedMoveRetry,
@@ -493,8 +497,9 @@ pub(crate) trait Platform: Sized + 'static {
     /// that the lock is handed to it directly (starvation mode), judged by
     /// another thread. `requeued`: a condition variable's waiter moved onto
     /// the stack, which has no starvation timer of its own, so others judge
-    /// it at the deadline its timer would have; else this is a backstop for
-    /// a sleeper whose timer has fired but which has not run yet.
+    /// it at the longer of a sleeper's two thresholds; else this is a
+    /// backstop for a sleeper whose timer has fired but which has not run
+    /// yet.
     #[inline(always)]
     fn starving(_since: u64, _requeued: bool) -> bool {
         false

@@ -353,9 +353,10 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     }
     #[inline]
     fn starving(since: u64, requeued: bool) -> bool {
-        // A requeued waiter: the (longer) deadline at which a sleeper marks
-        // itself. Any other: twice that, a backstop for a sleeper whose
-        // timer has fired but which has not run yet.
+        // A requeued waiter, which has no timer: the longer of the two
+        // deadlines at which a sleeper marks itself. Any other: twice that,
+        // a backstop for a sleeper whose timer has fired but which has not
+        // run yet.
         let deadline = arch::ns_to_ticks(Self::starving_ns(true));
         waited(since) > if requeued { deadline } else { deadline.saturating_mul(2) }
     }

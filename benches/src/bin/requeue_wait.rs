@@ -21,9 +21,9 @@
 //!
 //! A requeued waiter sleeps on in the condition variable's untimed wait, so
 //! until its first wake it has no starvation timer of its own; other
-//! threads judge it by age (twice the longer threshold) only once it is the
-//! oldest sleeper (the `spinbit::algorithm` docs, "The bound"). This shows
-//! what that costs it next to the mutex's own waiters.
+//! threads judge it by age at the longer starvation threshold (the
+//! `spinbit::algorithm` docs, "Starvation mode"). This shows what its
+//! waits come to next to the mutex's own waiters.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
