@@ -1585,6 +1585,7 @@ fn ping_pong_window_adapts_to_what_pauses_find() {
 /// itself. Half a millisecond either side of each, so that no
 /// preemption between the two clock readings changes the answer.
 #[test]
+#[cfg_attr(miri, ignore = "Miri's clock advances with the interpreter's steps")]
 fn stack_owners_judge_a_requeued_waiter_at_the_longer_threshold() {
     use crate::arch::{STARVING_NS, ns_to_ticks};
     let now = Native::now();
