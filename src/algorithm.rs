@@ -119,8 +119,8 @@
 //! each hand-off to a sleeping thread costs the others more). If the timeout
 //! fires while its node is still on the stack, the thread takes
 //! `STACK_LOCKED`, marks its node starving, moves it to the bottom of the
-//! stack (sleepers that marked themselves earlier, and requeued condition
-//! variable waiters judged starving, below, stay below it: it goes right
+//! stack (the sleepers that marked themselves earlier, and a requeued
+//! condition variable waiter judged starving, stay below it: it goes right
 //! above them), sets
 //! `STARVING`, and gives the stack back as a timed waiter that leaves does
 //! (if the lock is free by then, it takes it back and hands it over itself).

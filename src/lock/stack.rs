@@ -292,8 +292,8 @@ impl<P: Platform> Lock<P> {
                 Err(now) => {
                     if head(now) != head(s) {
                         // A waiter pushed itself first: our clocks start
-                        // after its own, so that every sleeper below the
-                        // chain is older than it.
+                        // again, after its push, so that every sleeper
+                        // below the chain is older than it.
                         // SAFETY: as above.
                         unsafe { stamp_chain(newest, oldest) };
                     }
