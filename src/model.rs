@@ -636,6 +636,15 @@ impl<P: Model> Guarded<P> {
         }
     }
 
+    /// Yields until `n` sleepers have marked themselves starving (counted
+    /// in `marks`, the execution's `Steer::marks`) and the stack is given
+    /// back.
+    fn wait_for_marks(&self, marks: &AtomicUsize, n: usize) {
+        while marks.load(Relaxed) < n || self.word() & STACK_LOCKED != 0 {
+            thread::yield_now();
+        }
+    }
+
     fn value(&self) -> usize {
         self.lock.lock();
         // SAFETY: as in `increment`.
@@ -1569,9 +1578,7 @@ fn marks_in_order<const F: u8>(between: bool, barge: bool, bound: Bound) -> Seen
             g.turn(2);
         }));
         // Until `b` has marked itself and given the stack back.
-        while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
-            thread::yield_now();
-        }
+        g.wait_for_marks(marks, 2);
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
         if barge {
@@ -1748,9 +1755,7 @@ fn nudged_marks_in_order<const F: u8>(barge: bool, bound: Bound) -> Seen {
             g.turn(2);
         }));
         // Until both have marked themselves and given the stack back.
-        while marks.load(Relaxed) < 2 || g.word() & STACK_LOCKED != 0 {
-            thread::yield_now();
-        }
+        g.wait_for_marks(marks, 2);
         if barge {
             handles.push(thread::spawn(move || g.turn(9)));
         }
@@ -2049,9 +2054,7 @@ fn mark_passes_a_judged_sleeper<const F: u8>(bound: Bound) -> Seen {
             g.turn(2);
         });
         // Until `b` has marked itself and given the stack back.
-        while marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0 {
-            thread::yield_now();
-        }
+        g.wait_for_marks(marks, 1);
         // SAFETY: locked above.
         unsafe { g.lock.unlock() };
         a.join().unwrap();
@@ -3428,9 +3431,7 @@ mod condvar {
                 g.turn(3);
             });
             // Until the sleeper has marked itself and given the stack back.
-            while marks.load(Relaxed) < 1 || g.word() & STACK_LOCKED != 0 {
-                thread::yield_now();
-            }
+            g.wait_for_marks(marks, 1);
             // SAFETY: locked above.
             unsafe { g.lock.unlock() };
             w.join().unwrap();
