@@ -59,7 +59,7 @@ mod wait;
 mod wake;
 
 #[cfg(test)]
-pub(crate) use stack::next_of;
+pub(crate) use stack::{next_of, requeued_of};
 
 /// The mutex is held.
 pub(crate) const LOCKED: usize = 1;

@@ -360,6 +360,17 @@ pub(crate) unsafe fn next_of<P: Platform>(node: *mut Node<P>) -> *mut Node<P> {
     unsafe { (*node).next.get() }
 }
 
+/// Whether `node` was moved onto the stack by a condition variable and
+/// has not been pushed by its own thread since.
+///
+/// # Safety
+/// The caller owns the stack and `node` is linked.
+#[cfg(test)]
+pub(crate) unsafe fn requeued_of<P: Platform>(node: *mut Node<P>) -> bool {
+    // SAFETY: forwarded from the caller.
+    unsafe { (*node).requeued.get() }
+}
+
 /// The failure ordering of the CASes in `pop` whose retry walks new nodes:
 /// Acquire, except in the deliberately broken model that shows loom catches
 /// its absence.

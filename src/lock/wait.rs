@@ -242,7 +242,9 @@ impl<P: Platform> Lock<P> {
             node.tail.set(ptr::null_mut());
             node.passes.set(0);
             // Our own starvation timer judges us from now on.
-            node.requeued.set(false);
+            if P::FAULT != Fault::PushKeepsRequeued {
+                node.requeued.set(false);
+            }
             if !node.renewed.get() && P::FAULT != Fault::PushKeepsPendingNudge {
                 // A nudge that a wake overtook: a stack owner popped us
                 // before we marked ourselves anew. Kept, it would make

@@ -209,6 +209,10 @@ pub(crate) enum Fault {
     /// sleeps on its condition variable parks again, as if the sleep had
     /// simply timed out.
     RequeuedIgnoresNudge,
+    /// A requeued condition variable waiter's own push leaves its node
+    /// flagged as requeued (native test platform `PushKeepsRequeued`
+    /// only), so stack owners go on judging it as a waiter without a timer.
+    PushKeepsRequeued,
     /// A panic inside a lock call unwinds out of it (native test platform
     /// `UnwindsPastNode` only), past a node still linked.
     UnwindPastNode,
