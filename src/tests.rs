@@ -95,12 +95,15 @@ impl Variant for UnwindsPastNodeVariant {
 }
 type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
 
-/// Nobody starves for a minute, so that no stack owner judges a waiter
+/// A starvation threshold of a minute: no stack owner judges a waiter
 /// starving (and nudges it) however long a loaded machine keeps a test's
 /// thread from running.
+const NEVER_STARVES_NS: Option<u64> = Some(60_000_000_000);
+
+/// Nobody starves ([`NEVER_STARVES_NS`]).
 struct NeverStarvesVariant;
 impl Variant for NeverStarvesVariant {
-    const STARVING_NS: Option<u64> = Some(60_000_000_000);
+    const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
 }
 type NeverStarves = NativeWith<OsParker, NeverStarvesVariant, 0>;
 
@@ -109,7 +112,7 @@ type NeverStarves = NativeWith<OsParker, NeverStarvesVariant, 0>;
 /// control).
 struct PushKeepsRequeuedVariant;
 impl Variant for PushKeepsRequeuedVariant {
-    const STARVING_NS: Option<u64> = Some(60_000_000_000);
+    const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
     const FAULT: crate::platform::Fault = crate::platform::Fault::PushKeepsRequeued;
 }
 type PushKeepsRequeued = NativeWith<OsParker, PushKeepsRequeuedVariant, 0>;
