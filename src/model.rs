@@ -806,9 +806,8 @@ fn anti_starvation_wakes_the_tail() {
 
 #[test]
 fn fifo_wakes_take_the_tail() {
-    // Deep bound 3: 185-222 s alone (release, 2-core AMD EPYC VM).
-    // `.ci/run` gives it, and the other models with the longest deep runs,
-    // a process of their own beside the rest of the deeper run.
+    // Deep bound 3: 185-222 s alone (release, 2-core AMD EPYC VM), by hand:
+    // `.ci/run`'s deeper run skips it (`deep_by_hand`).
     let seen = held_then_released::<Fifo>(3, bound(2, 3));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
 }
@@ -3086,6 +3085,8 @@ fn push_during_a_look<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_push_lands_while_a_holder_looks() {
+    // Deep bound 2: 110 s (release, 2-core Intel Xeon VM, beside another
+    // model), by hand: `.ci/run`'s deeper run skips it (`deep_by_hand`).
     let seen = push_during_a_look::<NO_FAULT>(bound(1, 2));
     assert!(PUSHED_DURING_A_LOOK.get(), "no push while a look owned the stack: {seen:?}");
     assert!(SPUN_DURING_A_LOOK.get(), "no spinner as a look gave the stack back: {seen:?}");
