@@ -53,6 +53,7 @@ fi
 # (1-based), text, replacement, separated by " ## ".
 mutants=(
   'try-lock-acquire ## mod.rs ## 1 ## self.state.fetch_or(LOCKED, Acquire) ## self.state.fetch_or(LOCKED, Relaxed)'
+  'guess-release ## mod.rs ## 1 ## g.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed) ## g.map_addr(|a| a - LOCKED), Relaxed, Relaxed)'
   'unlock-release ## mod.rs ## 1 ## s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed) ## s.map_addr(|a| a - LOCKED), Relaxed, Relaxed)'
   'slow-release ## wake.rs ## 1 ## (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER) ## (s.map_addr(|a| a - LOCKED), Relaxed)'
   'wake-release-release ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Acquire }'

@@ -404,8 +404,9 @@ impl<P: Platform> Lock<P> {
     }
 
     /// Releases the lock. The release is a CAS from the value the unlock
-    /// looked at, so the unlock decides on the word as it was when the
-    /// release took effect: if that shows a wake to do, the same CAS takes
+    /// guessed (the word its thread's latest unlock found, if that had no
+    /// sleepers) or, if it has no guess or guessed wrong, looked at; so the
+    /// unlock decides on the word as it was when the release took effect: if that shows a wake to do, the same CAS takes
     /// `STACK_LOCKED` (`unlock_slow`); in starvation mode the lock is handed
     /// over instead, never released. Either way the unlock touches the word
     /// only while it holds LOCKED or the stack, and never after a release
@@ -424,10 +425,30 @@ impl<P: Platform> Lock<P> {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
-        // Relaxed: the release below is a CAS from this very value; the CAS,
-        // not this load, orders the critical section before the next
-        // acquirer.
-        let s = self.state.load(Relaxed);
+        // The word as this thread's latest unlock found it, if that had no
+        // sleepers: a CAS from it releases without a load first, which an
+        // uncontended lock's unlock would wait for (`release_guess`). The
+        // guess holds LOCKED and no head, so a CAS that succeeds replaced
+        // a word with no wake to do, as the look below would have found.
+        let guess = P::release_guess();
+        let s = if guess != 0 {
+            let g: *mut Node<P> = ptr::without_provenance_mut(guess);
+            // Release: publishes the critical section to the next acquirer.
+            match self.state.compare_exchange(g, g.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
+            {
+                Ok(_) => return,
+                // Relaxed: as the load below.
+                Err(now) => {
+                    P::record(Event::GuessMissed);
+                    now
+                }
+            }
+        } else {
+            // Relaxed: the release below is a CAS from this very value; the
+            // CAS, not this load, orders the critical section before the
+            // next acquirer.
+            self.state.load(Relaxed)
+        };
         // Before the release: on an unlocked word it would borrow from the
         // address bits.
         debug_assert!(s.addr() & LOCKED != 0, "unlock of an unlocked spinbit mutex");
@@ -437,12 +458,23 @@ impl<P: Platform> Lock<P> {
             // Release: publishes the critical section to the next acquirer.
             match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
             {
-                Ok(_) => return record_skipped_wake(s),
+                Ok(_) => {
+                    // Guess next time what this release found, if it found
+                    // no sleepers.
+                    let found = if head(s).is_null() { s.addr() } else { 0 };
+                    if found != guess {
+                        P::set_release_guess(found);
+                    }
+                    return record_skipped_wake(s);
+                }
                 // Relaxed: the slow path only decides again from it; what
                 // it reads of the nodes it reads after an Acquire CAS.
                 Err(now) => now,
             }
         };
+        if guess != 0 {
+            P::set_release_guess(0);
+        }
         // SAFETY: forwarded from the caller.
         unsafe { self.unlock_slow(s) }
     }

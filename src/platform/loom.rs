@@ -25,6 +25,7 @@
 //! yield would force a thread switch, hiding the schedules where a spinner
 //! runs on.
 
+use core::cell::Cell;
 use core::ptr;
 use core::sync::atomic::Ordering;
 
@@ -223,6 +224,15 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn backlog_sleepers() -> u32 {
         crate::model::backlog_sleepers()
     }
+    // Per model thread, as natively: loom's thread-local keys are not
+    // shared by its threads (std's would be, all of them running on one
+    // OS thread) and start at 0 in every execution.
+    fn release_guess() -> usize {
+        RELEASE_GUESS.with(Cell::get)
+    }
+    fn set_release_guess(word: usize) {
+        RELEASE_GUESS.with(|g| g.set(word));
+    }
     fn look_due(_now: u64) -> bool {
         FAIR != fair::NOBODY_STARVES && !fair::self_judged(FAIR)
     }
@@ -239,6 +249,11 @@ impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: 
     fn record(event: Event) {
         crate::model::record(event);
     }
+}
+
+loom::thread_local! {
+    /// [`Platform::release_guess`].
+    static RELEASE_GUESS: Cell<usize> = Cell::new(0);
 }
 
 /// The state word as a loom `AtomicUsize` (loom's `AtomicPtr` has no

@@ -421,6 +421,14 @@ pub(crate) trait Platform: Sized + 'static {
     fn max_backoff() -> u32 {
         8
     }
+    /// The word this thread's latest unlock released from, if that word
+    /// had no sleepers (its flags, LOCKED among them), or 0 (after a wake,
+    /// or before the thread's first unlock): `Lock::unlock` releases with a
+    /// CAS from it, without loading the word first, and loads only if the
+    /// guess was wrong. Per thread, not per lock.
+    fn release_guess() -> usize;
+    /// Sets [`Platform::release_guess`].
+    fn set_release_guess(word: usize);
     /// Notes that this thread just took the lock by spinning.
     #[inline(always)]
     fn note_spin_acquire() {}
@@ -718,8 +726,11 @@ pub(crate) enum Event {
     /// An unlock released the lock and took the stack in one CAS, to serve
     /// the oldest sleeper (`unlock_slow`).
     ReleasedToServe,
+    /// An unlock's guess of the word ([`Platform::release_guess`]) was
+    /// wrong: its CAS failed, and the unlock went on from the word it found.
+    GuessMissed,
 }
 
 /// How many [`Event`] variants there are.
 #[cfg(test)]
-pub(crate) const EVENTS: usize = Event::ReleasedToServe as usize + 1;
+pub(crate) const EVENTS: usize = Event::GuessMissed as usize + 1;

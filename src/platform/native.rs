@@ -67,6 +67,10 @@ impl Variant for SpinAll {
 }
 
 std::thread_local! {
+    /// [`Platform::release_guess`]. Read by every unlock: a `const`
+    /// initialiser and no destructor, so its access is one load with no
+    /// lazy-initialisation check.
+    static RELEASE_GUESS: Cell<usize> = const { Cell::new(0) };
     /// When this thread last took a lock by spinning (ticks). Touched only
     /// on slow paths.
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
@@ -299,6 +303,14 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
             std::thread::yield_now();
         }
         yields > 0
+    }
+    #[inline(always)]
+    fn release_guess() -> usize {
+        RELEASE_GUESS.with(Cell::get)
+    }
+    #[inline(always)]
+    fn set_release_guess(word: usize) {
+        RELEASE_GUESS.with(|g| g.set(word));
     }
     #[inline]
     fn note_spin_acquire() {
