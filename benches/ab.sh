@@ -4,7 +4,7 @@
 #   benches/ab.sh NAME [ROUNDS [CELL...]]
 #   benches/ab.sh release-then-wake 3
 #
-# NAME is a patch in benches/patches/ (NAME.patch): release-then-wake,
+# NAME is a patch in benches/patches/ (NAME.patch): look-first, release-then-wake,
 # timed-looks or untimed-resleep, or one made as docs/benchmarks.md
 # ("Measuring a build variant") tells. The script builds the benchmark
 # twice: as the working tree is, in target/ as usual, and from a copy of

@@ -1947,6 +1947,51 @@ fn no_spin_ablation_never_spins() {
     assert_eq!(events.get(Event::Spun), 0, "{events:?}");
 }
 
+/// The unlock's guess (`Platform::release_guess`) follows what its
+/// thread's unlocks find: nothing before the first, the clean word after an
+/// uncontended unlock (the next one then guesses right), the spinner's bit
+/// after an unlock beside a spinner (the guess of a clean word missed), and
+/// nothing after an unlock that found a sleeper.
+#[test]
+fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
+    // A thread of its own: the guess is per thread, and starts at 0.
+    let (first, clean, missed_clean, spinner, missed_spinner, after_wake) = thread::spawn(|| {
+        let g = Guarded::<Native>::new();
+        let first = Native::release_guess();
+        g.increment();
+        let clean = Native::release_guess();
+        let before = my_events();
+        g.increment();
+        let missed_clean = my_events().since(&before).get(Event::GuessMissed);
+        // The bit as a spinning waiter would hold it.
+        g.lock.lock();
+        g.lock.state.fetch_or(SPINNING, Relaxed);
+        // SAFETY: locked above.
+        unsafe { g.lock.unlock() };
+        let spinner = (Native::release_guess(), g.word());
+        let missed_spinner = my_events().since(&before).get(Event::GuessMissed);
+        g.lock.state.fetch_and(!SPINNING, Relaxed);
+        g.lock.lock();
+        thread::scope(|s| {
+            s.spawn(|| g.increment());
+            while g.sleepers() < 1 {
+                thread::yield_now();
+            }
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+        });
+        (first, clean, missed_clean, spinner, missed_spinner, Native::release_guess())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(first, 0, "a thread's first unlock guessed");
+    assert_eq!(clean, LOCKED, "an uncontended unlock left no guess of the clean word");
+    assert_eq!(missed_clean, 0, "the guess of the clean word missed on the clean word");
+    assert_eq!(spinner, (LOCKED | SPINNING, SPINNING), "(the guess, the word) after the spinner");
+    assert_eq!(missed_spinner, 1, "the guess of the clean word beside a spinner");
+    assert_eq!(after_wake, 0, "an unlock that woke a sleeper left a guess");
+}
+
 #[test]
 fn a_held_lock_with_a_spinner_shows_the_spinning_bit() {
     // A waiter that arrives at a held lock with no spinner takes the bit.

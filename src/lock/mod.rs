@@ -404,18 +404,19 @@ impl<P: Platform> Lock<P> {
     }
 
     /// Releases the lock. The release is a CAS from the value the unlock
-    /// guessed (the word its thread's latest unlock found, if that had no
-    /// sleepers) or, if it has no guess or guessed wrong, looked at; so the
-    /// unlock decides on the word as it was when the release took effect: if that shows a wake to do, the same CAS takes
-    /// `STACK_LOCKED` (`unlock_slow`); in starvation mode the lock is handed
-    /// over instead, never released. Either way the unlock touches the word
+    /// guessed (the word its thread's latest release found, if that had
+    /// no sleepers) or, without a guess, loaded, or after a wrong guess
+    /// the value the guess's CAS returned; so the unlock decides on the
+    /// word as it was when the release took effect: if that shows a wake
+    /// to do, the same CAS takes `STACK_LOCKED` (`unlock_slow`); in
+    /// starvation mode the lock is handed over instead, never released. Either way the unlock touches the word
     /// only while it holds LOCKED or the stack, and never after a release
     /// that leaves it neither: a thread that takes the lock after that
     /// release, is its last user and frees it, frees nothing that this
     /// unlock still uses (`model::freed_by_its_last_user`). Against a
     /// release with a `fetch_sub` and a wake after it (`release_then_wake`),
-    /// the CAS costs at most about 4 % at two threads (docs/benchmarks.md,
-    /// "Measuring a build variant").
+    /// the CAS (then after a load) cost at most about 4 % at two threads
+    /// (docs/benchmarks.md, "Measuring a build variant").
     ///
     /// # Safety
     /// The lock must be held by the caller's context.

@@ -421,11 +421,14 @@ pub(crate) trait Platform: Sized + 'static {
     fn max_backoff() -> u32 {
         8
     }
-    /// The word this thread's latest unlock released from, if that word
-    /// had no sleepers (its flags, LOCKED among them), or 0 (after a wake,
-    /// or before the thread's first unlock): `Lock::unlock` releases with a
-    /// CAS from it, without loading the word first, and loads only if the
-    /// guess was wrong. Per thread, not per lock.
+    /// The word this thread's latest plain release (`Lock::unlock`'s CAS
+    /// from a word it judged needs no slow path) released from, if that
+    /// word had no sleepers (its flags, LOCKED among them), or 0: before
+    /// the thread's first unlock, and after an unlock that found sleepers
+    /// or went to its slow path. `Lock::unlock` releases with a CAS from
+    /// it, without loading the word first; a wrong guess goes on from the
+    /// word its CAS returns, as from a load. Per thread, not per lock. A
+    /// hint only: any value with LOCKED and no head is correct.
     fn release_guess() -> usize;
     /// Sets [`Platform::release_guess`].
     fn set_release_guess(word: usize);
