@@ -409,7 +409,8 @@ impl<P: Platform> Lock<P> {
     /// the value the guess's CAS returned; so the unlock decides on the
     /// word as it was when the release took effect: if that shows a wake
     /// to do, the same CAS takes `STACK_LOCKED` (`unlock_slow`); in
-    /// starvation mode the lock is handed over instead, never released. Either way the unlock touches the word
+    /// starvation mode the lock is handed over instead, never released.
+    /// Either way the unlock touches the word
     /// only while it holds LOCKED or the stack, and never after a release
     /// that leaves it neither: a thread that takes the lock after that
     /// release, is its last user and frees it, frees nothing that this
@@ -426,11 +427,11 @@ impl<P: Platform> Lock<P> {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
-        // The word as this thread's latest unlock found it, if that had no
-        // sleepers: a CAS from it releases without a load first, which an
+        // The word this thread's latest plain release replaced, if that had
+        // no sleepers: a CAS from it releases without a load first, which an
         // uncontended lock's unlock would wait for (`release_guess`). The
         // guess holds LOCKED and no head, so a CAS that succeeds replaced
-        // a word with no wake to do, as the look below would have found.
+        // a word with no wake to do, as a load would have shown.
         let guess = P::release_guess();
         let s = if guess != 0 {
             let g: *mut Node<P> = ptr::without_provenance_mut(guess);
