@@ -64,9 +64,16 @@
 //! These are timing choices only: the argument below does not depend on
 //! them.
 //!
-//! **unlock.** One load, then one CAS from the loaded value that clears
-//! `LOCKED` (if it fails, the word changed: the unlock decides again from
-//! the new value, out of line). If the loaded word shows sleepers, no
+//! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
+//! expects: the flags its thread's latest release found, if that word had
+//! no sleepers (so an uncontended unlock waits for no load first), or,
+//! without such a guess or at the lock whose latest release by this
+//! thread found sleepers, the word loaded. A wrong guess costs one failed
+//! CAS, and the unlock decides from the value it returned, as from a load;
+//! if the CAS from a loaded or returned value fails, the word changed, and
+//! the unlock decides again out of line. The guess is a hint: a CAS that
+//! succeeds from it replaced a word with no wake to do, as a load would
+//! have shown. If the word shows sleepers, no
 //! spinner and no stack owner, that CAS also takes `STACK_LOCKED`, so the
 //! unlocker owns the stack from the instant the lock is free; it unlinks
 //! the oldest waiter, releases `STACK_LOCKED` in the same CAS that
@@ -75,7 +82,7 @@
 //! until it runs and either takes the lock or sleeps again, it is the spinner,
 //! so the unlocks in between wake nobody else (without this, a holder that
 //! re-takes the lock at once would wake the whole stack before the first
-//! woken thread even runs). If the load saw `STARVING`, the unlock does not
+//! woken thread even runs). If the word shows `STARVING`, the unlock does not
 //! release the lock at all: it hands it over (below).
 //!
 //! So an unlock touches the word only while it holds the lock or the
