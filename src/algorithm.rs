@@ -65,8 +65,8 @@
 //! them.
 //!
 //! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
-//! expects: the flags its thread's latest release found, if that word had
-//! no sleepers (so an uncontended unlock waits for no load first), or,
+//! expects: the flags that the latest of its thread's releases to find no
+//! sleepers found (so an uncontended unlock waits for no load first), or,
 //! without such a guess or at the lock whose latest release by this
 //! thread found sleepers, the word loaded. A wrong guess costs one failed
 //! CAS, and the unlock decides from the value it returned, as from a load;

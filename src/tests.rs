@@ -1953,7 +1953,8 @@ fn no_spin_ablation_never_spins() {
 /// after an unlock beside a spinner (the guess of a clean word missed). An
 /// unlock that found a sleeper keeps its lock's address, and the unlocks
 /// there load instead of guessing until one finds no sleepers, while those
-/// at other locks go on guessing.
+/// at other locks go on guessing the flags the latest release without
+/// sleepers found.
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     /// What the thread keeps, and how many guesses missed, after `f`.
@@ -1993,8 +1994,29 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         let elsewhere = after(|| h.increment());
         let elsewhere_again = after(|| h.increment());
         let back = after(|| beside_spinner(&g));
+        let reset = after(|| h.increment());
+        let mut asleep = (0, 0);
+        g.lock.lock();
+        thread::scope(|s| {
+            s.spawn(|| g.increment());
+            while g.sleepers() < 1 {
+                thread::yield_now();
+            }
+            // The bit as a spinning waiter holds it: the unlock leaves the
+            // wake to the spinner.
+            g.lock.state.fetch_or(SPINNING, Relaxed);
+            // SAFETY: locked above.
+            asleep = after(|| unsafe { g.lock.unlock() });
+            g.lock.state.fetch_and(!SPINNING, Relaxed);
+            // The unlock that wakes the sleeper.
+            g.lock.lock();
+            // SAFETY: locked just above.
+            unsafe { g.lock.unlock() };
+        });
         let key = ptr::from_ref(&g.lock).addr();
-        (key, [first, clean, again, spinner, woke, elsewhere, elsewhere_again, back])
+        let seen =
+            [first, clean, again, spinner, woke, elsewhere, elsewhere_again, back, reset, asleep];
+        (key, seen)
     })
     .join()
     .unwrap();
@@ -2007,6 +2029,8 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         "after an unlock at another lock, whose guess of the spinner missed",
         "after the next there, which guessed right",
         "after an unlock beside a spinner at the lock that had a sleeper, which loaded",
+        "after an unlock at the other lock, whose guess of the spinner missed",
+        "after an unlock that found a sleeper beside a spinner (its guess missed)",
     ];
     let expected = [
         (0, 0),
@@ -2017,7 +2041,12 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         (key | LOCKED, 1),
         (key | LOCKED, 0),
         (LOCKED | SPINNING, 0),
+        (LOCKED, 1),
+        // The lock's address; the flags of the latest release without
+        // sleepers, not those of this one.
+        (key | LOCKED, 1),
     ];
+    assert_eq!((names.len(), expected.len()), (seen.len(), seen.len()));
     for ((name, seen), expected) in names.iter().zip(seen).zip(expected) {
         assert_eq!(seen, expected, "(kept, guesses missed) {name}");
     }

@@ -410,7 +410,7 @@ impl<P: Platform> Lock<P> {
 
     /// Releases the lock. The release is a CAS from the value the unlock
     /// guessed (the word its thread's latest release found, if that had
-    /// no sleepers, but at a lock whose latest release by this thread
+    /// no sleepers, but not at a lock whose latest release by this thread
     /// found some) or, without a guess, loaded, or after a wrong guess
     /// the value the guess's CAS returned; so the unlock decides on the
     /// word as it was when the release took effect: if that shows a wake
@@ -433,8 +433,8 @@ impl<P: Platform> Lock<P> {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
-        // A CAS from the word this thread's latest plain release found, if
-        // that had no sleepers, releases without a load first, which an
+        // A CAS from the flags that the latest of this thread's releases to
+        // find no sleepers found releases without a load first, which an
         // uncontended lock's unlock would wait for; but not at the lock
         // whose latest release by this thread found sleepers: a guess of
         // a clean word misses there (`Platform::release_guess`). The guess

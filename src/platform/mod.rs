@@ -422,10 +422,10 @@ pub(crate) trait Platform: Sized + 'static {
         8
     }
     /// What this thread's unlocks keep for the next one, 0 at first: in the
-    /// low bits (`GUESS`), the flags of the word its latest plain release
-    /// (`Lock::unlock`'s CAS from a word it judged needs no slow path)
-    /// found, if that word had no sleepers and no flags but LOCKED and
-    /// SPINNING, else 0; above them, the address of the lock whose latest
+    /// low bits (`GUESS`), the flags of the word that the latest of its
+    /// plain releases (`Lock::unlock`'s CAS from a word it judged needs no
+    /// slow path) to find no sleepers found, or 0 if that word had flags
+    /// other than LOCKED and SPINNING; above them, the address of the lock whose latest
     /// release by this thread found sleepers or went to its slow path,
     /// until a release there finds none (else 0). `Lock::unlock` releases
     /// with a CAS from the guessed flags, without loading the word first,
