@@ -65,12 +65,11 @@
 //! them.
 //!
 //! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
-//! expects: the flags that the latest of its thread's releases to find no
-//! sleepers found (so an uncontended unlock waits for no load first), or,
-//! without such a guess or at the lock whose latest release by this
-//! thread found sleepers, the word loaded. A wrong guess costs one failed
-//! CAS, and the unlock decides from the value it returned, as from a load;
-//! if the CAS from a loaded or returned value fails, the word changed, and
+//! expects: the word its thread's latest release found, if that had no
+//! sleepers (a guess per thread, so an uncontended unlock waits for no
+//! load first), else the word loaded. A wrong guess costs one failed CAS,
+//! and the unlock decides from the value it returned, as from a load; if
+//! the CAS from a loaded or returned value fails, the word changed, and
 //! the unlock decides again out of line. The guess is a hint: a CAS that
 //! succeeds from it replaced a word with no wake to do, as a load would
 //! have shown. If the word shows sleepers, no

@@ -739,9 +739,9 @@ fn held_then_released<P: Model>(waiters: usize, bound: Bound) -> Seen {
 fn two_threads_exclusion_and_termination() {
     let seen = exclusion::<Fifo>(2, 2, bound(3, 5));
     assert!(seen.of(Event::Parked) > 0 && seen.of(Event::Spun) > 0, "{seen:?}");
-    // A second unlock guesses the word its thread's first one found, if
-    // that found no sleepers (`Platform::release_guess`); where the other
-    // thread arrived between them, the guess is wrong.
+    // A second unlock guesses the word its thread's first one found
+    // (`Platform::release_guess`); where the other thread arrived between
+    // them, the guess is wrong.
     assert!(seen.of(Event::GuessMissed) > 0, "{seen:?}");
 }
 

@@ -334,11 +334,6 @@ const SLOW_UNLOCKS: u32 = {
     table
 };
 
-/// The bits of [`Platform::release_guess`] that hold the flags to guess:
-/// LOCKED, and SPINNING if a spinner was there; 0 for no guess. The bits
-/// above them hold the address of a lock (aligned to more than this).
-const GUESS: usize = LOCKED | SPINNING;
-
 /// Records (test builds) why an unlock whose plain release replaced `s`
 /// woke nobody although sleepers were on the stack: another thread owned
 /// the stack (its owner decides on the word as it finds it when it gives
@@ -410,8 +405,7 @@ impl<P: Platform> Lock<P> {
 
     /// Releases the lock. The release is a CAS from the value the unlock
     /// guessed (the word its thread's latest release found, if that had
-    /// no sleepers, but not at a lock whose latest release by this thread
-    /// found some) or, without a guess, loaded, or after a wrong guess
+    /// no sleepers) or, without a guess, loaded, or after a wrong guess
     /// the value the guess's CAS returned; so the unlock decides on the
     /// word as it was when the release took effect: if that shows a wake
     /// to do, the same CAS takes `STACK_LOCKED` (`unlock_slow`); in
@@ -433,18 +427,12 @@ impl<P: Platform> Lock<P> {
             // SAFETY: forwarded from the caller.
             return unsafe { self.release_then_wake() };
         }
-        // A CAS from the flags that the latest of this thread's releases to
-        // find no sleepers found releases without a load first, which an
-        // uncontended lock's unlock would wait for; but not at the lock
-        // whose latest release by this thread found sleepers: a guess of
-        // a clean word misses there (`Platform::release_guess`). The guess
-        // holds LOCKED and no head, so a CAS that succeeds replaced a word
-        // with no wake to do, as a load would have shown.
-        const { assert!(align_of::<Self>() > GUESS) };
-        let key = ptr::from_ref(self).addr();
-        let kept = P::release_guess();
-        let sleepy = kept & !GUESS;
-        let guess = if sleepy == key { 0 } else { kept & GUESS };
+        // The word this thread's latest plain release replaced, if that had
+        // no sleepers: a CAS from it releases without a load first, which an
+        // uncontended lock's unlock would wait for (`release_guess`). The
+        // guess holds LOCKED and no head, so a CAS that succeeds replaced
+        // a word with no wake to do, as a load would have shown.
+        let guess = P::release_guess();
         let s = if guess != 0 {
             let g: *mut Node<P> = ptr::without_provenance_mut(guess);
             // Release: publishes the critical section to the next acquirer.
@@ -473,17 +461,11 @@ impl<P: Platform> Lock<P> {
             match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
             {
                 Ok(_) => {
-                    // Without sleepers, guess next time what this release
-                    // found (no guess after rare flags), here too; with
-                    // them, not here.
-                    let keep = if head(s).is_null() {
-                        let f = if s.addr() & !GUESS == 0 { s.addr() } else { 0 };
-                        (if sleepy == key { 0 } else { sleepy }) | f
-                    } else {
-                        key | (kept & GUESS)
-                    };
-                    if keep != kept {
-                        P::set_release_guess(keep);
+                    // Guess next time what this release found, if it found
+                    // no sleepers.
+                    let found = if head(s).is_null() { s.addr() } else { 0 };
+                    if found != guess {
+                        P::set_release_guess(found);
                     }
                     return record_skipped_wake(s);
                 }
@@ -492,8 +474,8 @@ impl<P: Platform> Lock<P> {
                 Err(now) => now,
             }
         };
-        if sleepy != key {
-            P::set_release_guess(key | (kept & GUESS));
+        if guess != 0 {
+            P::set_release_guess(0);
         }
         // SAFETY: forwarded from the caller.
         unsafe { self.unlock_slow(s) }

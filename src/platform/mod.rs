@@ -421,19 +421,14 @@ pub(crate) trait Platform: Sized + 'static {
     fn max_backoff() -> u32 {
         8
     }
-    /// What this thread's unlocks keep for the next one, 0 at first: in the
-    /// low bits (`GUESS`), the flags of the word that the latest of its
-    /// plain releases (`Lock::unlock`'s CAS from a word it judged needs no
-    /// slow path) to find no sleepers found, or 0 if that word had flags
-    /// other than LOCKED and SPINNING; above them, the address of the lock whose latest
-    /// release by this thread found sleepers or went to its slow path,
-    /// until a release there finds none (else 0). `Lock::unlock` releases
-    /// with a CAS from the guessed flags, without loading the word first,
-    /// at every lock but that one, where it loads: with two locks, one
-    /// with sleepers, a thread's guess from the other would miss there on
-    /// every switch. A wrong guess goes on from the word its CAS returns,
-    /// as from a load. A hint only: any guess with LOCKED and no head is
-    /// correct, at any lock.
+    /// The word this thread's latest plain release (`Lock::unlock`'s CAS
+    /// from a word it judged needs no slow path) released from, if that
+    /// word had no sleepers (its flags, LOCKED among them), or 0: before
+    /// the thread's first unlock, and after an unlock that found sleepers
+    /// or went to its slow path. `Lock::unlock` releases with a CAS from
+    /// it, without loading the word first; a wrong guess goes on from the
+    /// word its CAS returns, as from a load. Per thread, not per lock. A
+    /// hint only: any value with LOCKED and no head is correct.
     fn release_guess() -> usize;
     /// Sets [`Platform::release_guess`].
     fn set_release_guess(word: usize);
