@@ -166,7 +166,8 @@
 //!   of spinbit and of its ablations, one object per window in the order
 //!   they ran (`slow_paths`, `spins`, `spins_won`, `sleeps`, `wakes`,
 //!   `hand_offs`, `starved`, `nudges`, `timeouts`, `wait_total_ns`, `wait_max_ns`,
-//!   and the wake counters that follow them);
+//!   the wake counters that follow them, and `guesses_missed`, unlocks
+//!   whose guess of the word missed);
 //!   the console line prints the window of median throughput's. `null`
 //!   for the other locks and without the feature (meta: `stats_feature`).
 //!   The counters cost slow paths a few shared atomic additions, so compare
@@ -1958,7 +1959,8 @@ fn policy_reset() {
 /// JSON object: slow paths entered, spin episodes and those that took the
 /// lock, sleeps, wakes, hand-offs, waiters that marked themselves
 /// starving, timed-out slow paths, the total and the longest slow path in
-/// ns. `None` without the `stats` feature.
+/// ns, and more (the fields of `spinbit::stats::Stats`, unlock guesses
+/// that missed among them). `None` without the `stats` feature.
 fn policy_counters() -> Option<String> {
     #[cfg(feature = "stats")]
     {
@@ -1968,7 +1970,8 @@ fn policy_counters() -> Option<String> {
                 "{{\"slow_paths\":{},\"spins\":{},\"spins_won\":{},\"sleeps\":{},",
                 "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"nudges\":{},\"timeouts\":{},",
                 "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
-                "\"polled_wakes\":{},\"wakes_skipped\":{},\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
+                "\"polled_wakes\":{},\"wakes_skipped\":{},\"guesses_missed\":{},",
+                "\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
             ),
             s.slow_paths,
             s.spins,
@@ -1984,6 +1987,7 @@ fn policy_counters() -> Option<String> {
             s.wakes_past_spinner,
             s.polled_wakes,
             s.wakes_skipped,
+            s.guesses_missed,
             s.wake_latency_total.as_nanos(),
             s.wake_latency_max.as_nanos(),
         ))

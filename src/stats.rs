@@ -15,7 +15,8 @@
 //! ```
 //!
 //! Only slow paths pay: a lock whose first attempt succeeds, an unlock
-//! that finds no sleeper and every `try_lock` count nothing and run
+//! that finds no sleeper (but for one whose guess of the word missed, one
+//! addition after the failed CAS) and every `try_lock` count nothing and run
 //! the same instructions as in a build without the feature (but for the
 //! address of the call site, loaded on the way to the slow path). A slow
 //! path pays two readings of the CPU's tick counter (a wake's own readings,
@@ -130,6 +131,12 @@ pub struct Stats {
     /// thread holding the right to spin (sleepers not backed up), and woke
     /// nobody, leaving the lock to the spinner.
     pub wakes_skipped: u64,
+    /// Unlocks whose guess of the word missed: the word the thread's
+    /// previous release found had no sleepers, so this unlock released
+    /// with a CAS from it, without a load first, and the CAS failed (a
+    /// spinner, a sleeper or another flag had come); the unlock went on
+    /// from the word the CAS returned. Each cost one failed CAS.
+    pub guesses_missed: u64,
     /// Sleeps whose wake came while the waiter still polled its own node,
     /// before it slept in the OS (a waiter polls for as long as its
     /// wakes from the OS take, when its recent waits were shorter than
@@ -291,6 +298,7 @@ static SITES_MISSED: Counter = Counter::new();
 static WAKES_PAST_SPINNER: Counter = Counter::new();
 static POLLED_WAKES: Counter = Counter::new();
 static WAKES_SKIPPED: Counter = Counter::new();
+static GUESSES_MISSED: Counter = Counter::new();
 /// In ticks.
 static WAKE_LATENCY_TOTAL: Counter = Counter::new();
 /// In ticks (see [`Counter::raise`]).
@@ -389,6 +397,7 @@ pub(crate) fn record(event: Event) {
         Event::WokePastSpinner => WAKES_PAST_SPINNER.add(1),
         Event::WokenWhilePolling => POLLED_WAKES.add(1),
         Event::WakeSkippedForSpinner => WAKES_SKIPPED.add(1),
+        Event::GuessMissed => GUESSES_MISSED.add(1),
         _ => {}
     }
 }
@@ -458,6 +467,7 @@ pub fn snapshot() -> Stats {
         wakes_past_spinner: WAKES_PAST_SPINNER.get(),
         polled_wakes: POLLED_WAKES.get(),
         wakes_skipped: WAKES_SKIPPED.get(),
+        guesses_missed: GUESSES_MISSED.get(),
         wake_latency_total: duration(WAKE_LATENCY_TOTAL.get()),
         wake_latency_max: duration(WAKE_LATENCY_MAX.max()),
         wait_total: duration(WAIT_TOTAL.get()),
@@ -486,6 +496,7 @@ pub fn reset() {
         &WAKES_PAST_SPINNER,
         &POLLED_WAKES,
         &WAKES_SKIPPED,
+        &GUESSES_MISSED,
         &WAKE_LATENCY_TOTAL,
         &WAKE_LATENCY_MAX,
     ] {

@@ -152,6 +152,7 @@ fn is_zero(s: &Stats) -> bool {
         && s.wakes_past_spinner == 0
         && s.polled_wakes == 0
         && s.wakes_skipped == 0
+        && s.guesses_missed == 0
         && s.wake_latency_total == Duration::ZERO
         && s.wake_latency_max == Duration::ZERO
         && s.longest_waits.iter().all(Option::is_none)
@@ -245,6 +246,31 @@ fn until_sleeps(sleeps: u64) {
         assert!(start.elapsed() < Duration::from_secs(10), "nobody slept");
         thread::sleep(Duration::from_micros(100));
     }
+}
+
+/// An unlock whose guess of the word misses is counted: a thread whose
+/// previous release found the word clean releases beside a sleeper.
+/// Negative control: the clean releases before it count none.
+#[test]
+fn a_missed_unlock_guess_is_counted() {
+    let _serial = serial();
+    let m = Mutex::new(0u64);
+    stats::reset();
+    for _ in 0..100 {
+        *m.lock() += 1;
+    }
+    let clean = stats::snapshot();
+    assert_eq!(clean.guesses_missed, 0, "{clean:?}");
+    let g = m.lock();
+    thread::scope(|s| {
+        // Its first release loads the word: it guesses nothing.
+        s.spawn(|| *m.lock() += 1);
+        until_sleeps(1);
+        drop(g);
+    });
+    let s = stats::snapshot();
+    assert_eq!(s.guesses_missed, 1, "{s:?}");
+    assert_eq!(m.into_inner(), 101);
 }
 
 /// A timed lock that gives up counts a slow path, a timeout and its wait,

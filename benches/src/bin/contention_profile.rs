@@ -214,7 +214,7 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
     println!(
         "  policy: {} slow paths, {} spins ({} won), {} sleeps ({} woken while polling), \
          {} wakes ({} past the spinner; {} skipped for it), {} hand-offs, {} starved, \
-         {} nudges; wake-to-run mean {mean_latency:?}, longest {:?}; longest slow path {:?}",
+         {} nudges, {} unlock guesses missed; wake-to-run mean {mean_latency:?}, longest {:?}; longest slow path {:?}",
         st.slow_paths,
         st.spins,
         st.spins_won,
@@ -226,6 +226,7 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
         st.hand_offs,
         st.starved,
         st.nudges,
+        st.guesses_missed,
         st.wake_latency_max,
         st.wait_max,
     );
