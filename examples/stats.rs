@@ -80,6 +80,7 @@ fn print(s: &Stats) {
     println!("past spinner   {:>10}", s.wakes_past_spinner);
     println!("polled wakes   {:>10}", s.polled_wakes);
     println!("wakes skipped  {:>10}", s.wakes_skipped);
+    println!("guesses missed {:>10}", s.guesses_missed);
     if s.wakes > 0 {
         let mean = s.wake_latency_total / u32::try_from(s.wakes).unwrap_or(u32::MAX);
         println!("wake-run mean  {:>10.2?}", mean);

@@ -65,9 +65,9 @@
 //! them.
 //!
 //! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
-//! expects: the word its thread's latest release found, if that had no
-//! sleepers (a guess per thread, so an uncontended unlock waits for no
-//! load first), else the word loaded. A wrong guess costs one failed CAS,
+//! expects: the word its thread's latest unlock found, if that unlock
+//! needed no slow path and found no sleepers (a guess per thread, so an
+//! uncontended unlock waits for no load first), else the word loaded. A wrong guess costs one failed CAS,
 //! and the unlock decides from the value it returned, as from a load; if
 //! the CAS from a loaded or returned value fails, the word changed, and
 //! the unlock decides again out of line. The guess is a hint: a CAS that

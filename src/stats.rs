@@ -15,8 +15,9 @@
 //! ```
 //!
 //! Only slow paths pay: a lock whose first attempt succeeds, an unlock
-//! that finds no sleeper (but for one whose guess of the word missed, one
-//! addition after the failed CAS) and every `try_lock` count nothing and run
+//! that finds no sleeper (but for one whose guess of the word missed:
+//! one shared atomic addition after the failed CAS) and every `try_lock`
+//! count nothing and run
 //! the same instructions as in a build without the feature (but for the
 //! address of the call site, loaded on the way to the slow path). A slow
 //! path pays two readings of the CPU's tick counter (a wake's own readings,
@@ -131,11 +132,12 @@ pub struct Stats {
     /// thread holding the right to spin (sleepers not backed up), and woke
     /// nobody, leaving the lock to the spinner.
     pub wakes_skipped: u64,
-    /// Unlocks whose guess of the word missed: the word the thread's
-    /// previous release found had no sleepers, so this unlock released
-    /// with a CAS from it, without a load first, and the CAS failed (a
-    /// spinner, a sleeper or another flag had come); the unlock went on
-    /// from the word the CAS returned. Each cost one failed CAS.
+    /// Unlocks whose guess of the word missed: the thread's latest unlock
+    /// that needed no slow path (of any lock) found a word without
+    /// sleepers, so this unlock released with a CAS from that word's flags,
+    /// without a load first, and the CAS failed: the word differed (a
+    /// flag come or gone, sleepers, another lock's state); the unlock went
+    /// on from the word the CAS returned. Each cost one failed CAS.
     pub guesses_missed: u64,
     /// Sleeps whose wake came while the waiter still polled its own node,
     /// before it slept in the OS (a waiter polls for as long as its

@@ -19,8 +19,9 @@
 //! * the policy's counters over the window: slow paths, spin episodes and
 //!   those that took the lock, sleeps and the wakes that found the sleeper
 //!   still polling, wakes (those made past the spinner; those skipped for
-//!   it), hand-offs, waiters that marked themselves starving, nudges, the
-//!   mean and longest wake-to-run latency, the longest slow path.
+//!   it), hand-offs, waiters that marked themselves starving, nudges,
+//!   unlock guesses that missed, the mean and longest wake-to-run latency,
+//!   the longest slow path.
 //!
 //! The counters are process-wide and exact once every lock call has
 //! returned, which each window waits for. Timing every `lock()` costs two
