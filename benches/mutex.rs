@@ -166,8 +166,8 @@
 //!   of spinbit and of its ablations, one object per window in the order
 //!   they ran (`slow_paths`, `spins`, `spins_won`, `sleeps`, `wakes`,
 //!   `hand_offs`, `starved`, `nudges`, `timeouts`, `wait_total_ns`, `wait_max_ns`,
-//!   and the wake counters that follow them, `guesses_missed`, unlocks
-//!   whose guess of the word missed, among them);
+//!   and the wake counters and `guesses_missed`, unlocks whose guess of
+//!   the word missed, that follow them);
 //!   the console line prints the window of median throughput's. `null`
 //!   for the other locks and without the feature (meta: `stats_feature`).
 //!   The counters cost slow paths a few shared atomic additions, so compare

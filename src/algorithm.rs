@@ -67,13 +67,14 @@
 //! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
 //! expects: the word its thread's latest unlock found, if that unlock
 //! needed no slow path and found no sleepers (a guess per thread, so an
-//! uncontended unlock waits for no load first), else the word loaded. A wrong guess costs one failed CAS,
-//! and the unlock decides from the value it returned, as from a load; if
-//! the CAS from a loaded or returned value fails, the word changed, and
-//! the unlock decides again out of line. The guess is a hint: a CAS that
-//! succeeds from it replaced a word with no wake to do, as a load would
-//! have shown. If the word shows sleepers, no
-//! spinner and no stack owner, that CAS also takes `STACK_LOCKED`, so the
+//! uncontended unlock waits for no load first), else the word loaded. A
+//! wrong guess costs one failed CAS, and the unlock decides from the
+//! value it returned, as from a load; if the CAS from a loaded or
+//! returned value fails, the word changed, and the unlock decides again
+//! out of line. The guess is a hint: a CAS that succeeds from it replaced
+//! a word with no wake to do, as a load would have shown. If the word
+//! shows sleepers, no spinner and no stack owner, that CAS also takes
+//! `STACK_LOCKED`, so the
 //! unlocker owns the stack from the instant the lock is free; it unlinks
 //! the oldest waiter, releases `STACK_LOCKED` in the same CAS that
 //! publishes the new head, and wakes the waiter. That CAS

@@ -215,7 +215,8 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
     println!(
         "  policy: {} slow paths, {} spins ({} won), {} sleeps ({} woken while polling), \
          {} wakes ({} past the spinner; {} skipped for it), {} hand-offs, {} starved, \
-         {} nudges, {} unlock guesses missed; wake-to-run mean {mean_latency:?}, longest {:?}; longest slow path {:?}",
+         {} nudges, {} unlock guesses missed; wake-to-run mean {mean_latency:?}, longest {:?}; \
+         longest slow path {:?}",
         st.slow_paths,
         st.spins,
         st.spins_won,
