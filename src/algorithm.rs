@@ -74,10 +74,9 @@
 //! out of line. The guess is a hint: a CAS that succeeds from it replaced
 //! a word with no wake to do, as a load would have shown. If the word
 //! shows sleepers, no spinner and no stack owner, that CAS also takes
-//! `STACK_LOCKED`, so the
-//! unlocker owns the stack from the instant the lock is free; it unlinks
-//! the oldest waiter, releases `STACK_LOCKED` in the same CAS that
-//! publishes the new head, and wakes the waiter. That CAS
+//! `STACK_LOCKED`, so the unlocker owns the stack from the instant the
+//! lock is free; it unlinks the oldest waiter, releases `STACK_LOCKED` in
+//! the same CAS that publishes the new head, and wakes the waiter. That CAS
 //! also sets `SPINNING` if it was clear and hands it to the woken thread:
 //! until it runs and either takes the lock or sleeps again, it is the spinner,
 //! so the unlocks in between wake nobody else (without this, a holder that

@@ -17,9 +17,9 @@
 //! Only slow paths pay: a lock whose first attempt succeeds, an unlock
 //! that finds no sleeper (but for one whose guess of the word missed:
 //! one shared atomic addition after the failed CAS) and every `try_lock`
-//! count nothing and run
-//! the same instructions as in a build without the feature (but for the
-//! address of the call site, loaded on the way to the slow path). A slow
+//! count nothing and run the same instructions as in a build without the
+//! feature (but for the address of the call site, loaded on the way to
+//! the slow path). A slow
 //! path pays two readings of the CPU's tick counter (a wake's own readings,
 //! the waker's and the woken thread's, are made in every build: the wake
 //! poll learns from them) and a few relaxed
