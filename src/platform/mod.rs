@@ -424,11 +424,12 @@ pub(crate) trait Platform: Sized + 'static {
     /// The word this thread's latest plain release (`Lock::unlock`'s CAS
     /// from a word it judged needs no slow path) released from, if that
     /// word had no sleepers (its flags, LOCKED among them), or 0: before
-    /// the thread's first unlock, and after an unlock that found sleepers
-    /// or went to its slow path. `Lock::unlock` releases with a CAS from
-    /// it, without loading the word first; a wrong guess goes on from the
-    /// word its CAS returns, as from a load. Per thread, not per lock. A
-    /// hint only: any value with LOCKED and no head is correct.
+    /// the thread's first unlock, and after a `Lock::unlock` that found
+    /// sleepers or went to its slow path (an `unlock_fair` that hands the
+    /// lock over leaves it as it was). `Lock::unlock` releases with a CAS
+    /// from it, without loading the word first; a wrong guess goes on from
+    /// the word its CAS returns, as from a load. Per thread, not per lock.
+    /// A hint only: any value with LOCKED and no head is correct.
     fn release_guess() -> usize;
     /// Sets [`Platform::release_guess`].
     fn set_release_guess(word: usize);
