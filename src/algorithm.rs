@@ -65,9 +65,10 @@
 //! them.
 //!
 //! **unlock.** One CAS that clears `LOCKED`, from the word the unlock
-//! expects: the word its thread's latest unlock found, if that unlock
-//! needed no slow path and found no sleepers (a guess per thread, so an
-//! uncontended unlock waits for no load first), else the word loaded. A
+//! expects: the word its thread's latest plain unlock found, if that
+//! unlock needed no slow path and found no sleepers (a guess per thread,
+//! so an uncontended unlock waits for no load first; an `unlock_fair`
+//! that hands the lock over leaves it as it was), else the word loaded. A
 //! wrong guess costs one failed CAS, and the unlock decides from the
 //! value it returned, as from a load; if the CAS from a loaded or
 //! returned value fails, the word changed, and the unlock decides again

@@ -1955,7 +1955,7 @@ fn no_spin_ablation_never_spins() {
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     // A thread of its own: the guess is per thread, and starts at 0.
-    let (first, clean, missed_clean, spinner, missed_spinner, after_wake) = thread::spawn(|| {
+    let (first, clean, missed_clean, spinner, missed_spinner, after) = thread::spawn(|| {
         let g = Guarded::<Native>::new();
         let first = Native::release_guess();
         g.increment();
@@ -1980,7 +1980,22 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
             // SAFETY: locked above.
             unsafe { g.lock.unlock() };
         });
-        (first, clean, missed_clean, spinner, missed_spinner, Native::release_guess())
+        let after_wake = Native::release_guess();
+        // A fair unlock that hands the lock to a sleeper leaves the guess
+        // that the latest plain release (of the clean word) left.
+        g.increment();
+        g.lock.lock();
+        let before = my_events();
+        thread::scope(|s| {
+            s.spawn(|| g.increment());
+            while g.sleepers() < 1 {
+                thread::yield_now();
+            }
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock_fair() };
+        });
+        let handed = (my_events().since(&before).get(Event::HandOff), Native::release_guess());
+        (first, clean, missed_clean, spinner, missed_spinner, (after_wake, handed))
     })
     .join()
     .unwrap();
@@ -1989,7 +2004,9 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     assert_eq!(missed_clean, 0, "the guess of the clean word missed on the clean word");
     assert_eq!(spinner, (LOCKED | SPINNING, SPINNING), "(the guess, the word) after the spinner");
     assert_eq!(missed_spinner, 1, "the guess of the clean word beside a spinner");
+    let (after_wake, handed) = after;
     assert_eq!(after_wake, 0, "an unlock that woke a sleeper left a guess");
+    assert_eq!(handed, (1, LOCKED), "(hand-offs, the guess) after a fair unlock's hand-off");
 }
 
 #[test]

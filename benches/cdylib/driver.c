@@ -1,15 +1,17 @@
-/* Calls the cdylib's functions: see run.sh. */
+/* Calls the cdylib's function: see run.sh. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-double cdylib_bench_spinbit(uint64_t n);
-double cdylib_bench_parking_lot(uint64_t n);
-double cdylib_bench_std(uint64_t n);
+struct times {
+    double spinbit, parking_lot, std;
+};
+struct times cdylib_bench(uint64_t n, uint32_t round);
 
 int main(int argc, char **argv) {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 100000000;
-    printf("cdylib spinbit %.2f parking_lot %.2f std %.2f\n", cdylib_bench_spinbit(n),
-           cdylib_bench_parking_lot(n), cdylib_bench_std(n));
+    uint32_t round = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 0;
+    struct times t = cdylib_bench(n, round);
+    printf("cdylib spinbit %.3f parking_lot %.3f std %.3f\n", t.spinbit, t.parking_lot, t.std);
     return 0;
 }

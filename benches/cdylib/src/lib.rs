@@ -1,8 +1,9 @@
 //! Uncontended lock + unlock, one call of a non-inlined function per pair,
 //! as a caller in another function would run it. Built as a `cdylib` its
-//! thread-locals are reached through `__tls_get_addr` (the dynamic TLS
-//! model), as in a Python extension; built into a Rust binary (the `rlib`),
-//! through the thread pointer. spinbit's `unlock` reads one thread-local
+//! thread-locals are reached through `__tls_get_addr` (the general-dynamic
+//! TLS model), as in a Python extension; linked into a Rust binary (the
+//! `rlib`), the linker relaxes that to a read relative to the thread
+//! pointer (`%fs` on x86_64). spinbit's `unlock` reads one thread-local
 //! (its guess of the word), the peers' none. See run.sh.
 
 use std::hint::black_box;
@@ -33,20 +34,26 @@ fn time<M>(m: &M, n: u64, bump: fn(&M)) -> f64 {
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
-/// Nanoseconds per `spinbit::Mutex` lock + unlock.
-#[no_mangle]
-pub extern "C" fn cdylib_bench_spinbit(n: u64) -> f64 {
-    time(&spinbit::Mutex::new(0), n, bump_spinbit)
+/// Nanoseconds per lock + unlock pair of each lock.
+#[repr(C)]
+pub struct Times {
+    pub spinbit: f64,
+    pub parking_lot: f64,
+    pub std: f64,
 }
 
-/// Nanoseconds per `parking_lot::Mutex` (0.12) lock + unlock.
-#[no_mangle]
-pub extern "C" fn cdylib_bench_parking_lot(n: u64) -> f64 {
-    time(&parking_lot::Mutex::new(0), n, bump_parking_lot)
-}
-
-/// Nanoseconds per `std::sync::Mutex` lock + unlock.
-#[no_mangle]
-pub extern "C" fn cdylib_bench_std(n: u64) -> f64 {
-    time(&std::sync::Mutex::new(0), n, bump_std)
+/// Times `n` pairs of each lock: spinbit, `parking_lot` 0.12 and std,
+/// starting with the `round % 3`-th, so that over rounds each lock runs
+/// first, second and third equally often.
+#[unsafe(no_mangle)]
+pub extern "C" fn cdylib_bench(n: u64, round: u32) -> Times {
+    let mut t = Times { spinbit: 0.0, parking_lot: 0.0, std: 0.0 };
+    for i in 0..3 {
+        match (round + i) % 3 {
+            0 => t.spinbit = time(&spinbit::Mutex::new(0), n, bump_spinbit),
+            1 => t.parking_lot = time(&parking_lot::Mutex::new(0), n, bump_parking_lot),
+            _ => t.std = time(&std::sync::Mutex::new(0), n, bump_std),
+        }
+    }
+    t
 }

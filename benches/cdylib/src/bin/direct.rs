@@ -1,12 +1,8 @@
-//! The same functions as the C driver calls, linked into a Rust binary.
-use spinbit_cdylib_bench::{cdylib_bench_parking_lot, cdylib_bench_spinbit, cdylib_bench_std};
+//! The function the C driver calls, linked into a Rust binary: see run.sh.
+use spinbit_cdylib_bench::cdylib_bench;
 
 fn main() {
-    let n = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000_000);
-    println!(
-        "rlib spinbit {:.2} parking_lot {:.2} std {:.2}",
-        cdylib_bench_spinbit(n),
-        cdylib_bench_parking_lot(n),
-        cdylib_bench_std(n)
-    );
+    let arg = |i: usize| std::env::args().nth(i).and_then(|a| a.parse().ok());
+    let t = cdylib_bench(arg(1).unwrap_or(100_000_000), arg(2).unwrap_or(0) as u32);
+    println!("rlib spinbit {:.3} parking_lot {:.3} std {:.3}", t.spinbit, t.parking_lot, t.std);
 }
