@@ -5,8 +5,8 @@
 #
 # Builds this crate (release) as a cdylib, called from driver.c (cc), and
 # as an rlib linked into src/bin/direct.rs, and prints how `unlock` reaches
-# its thread-local in each (the TLS instructions of the non-inlined
-# spinbit lock + unlock, from objdump). Then it runs the two ROUNDS times
+# its thread-local in each (the TLS instruction of the non-inlined
+# spinbit lock + unlock and the one after it, from objdump). Then it runs the two ROUNDS times
 # (default 5), alternating, each timing PAIRS (default 10^8) uncontended
 # lock + unlock pairs of spinbit, parking_lot 0.12 and std, one
 # non-inlined call per pair, the three in an order that rotates from
@@ -33,8 +33,8 @@ echo "# $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(np
 for bin in libspinbit_cdylib_bench.so direct; do
   echo "# $bin: the thread-local accesses in spinbit's lock + unlock:"
   objdump -d -C --no-show-raw-insn "$out/$bin" |
-    awk '/<spinbit_cdylib_bench::bump_spinbit>:/ { on = 1; next } on && /^$/ { exit } on' |
-    grep -E '__tls_get_addr|%fs' | sed 's/^ *[0-9a-f]*:[[:space:]]*/#   /'
+    awk '/<spinbit_cdylib_bench::bump_spinbit>:/ { on = 1; next } /^$/ { on = 0 } on' |
+    grep -E -A1 '__tls_get_addr|%fs' | sed 's/^ *[0-9a-f]*:[[:space:]]*/#   /'
 done
 for ((r = 1; r <= rounds; r++)); do
   LD_LIBRARY_PATH=$out "$out/driver" "$pairs" "$r"
