@@ -1950,8 +1950,9 @@ fn no_spin_ablation_never_spins() {
 /// The unlock's guess (`Platform::release_guess`) follows what its
 /// thread's unlocks find: nothing before the first, the clean word after an
 /// uncontended unlock (the next one then guesses right), the spinner's bit
-/// after an unlock beside a spinner (the guess of a clean word missed), and
-/// nothing after an unlock that found a sleeper.
+/// after an unlock beside a spinner (the guess of a clean word missed),
+/// nothing after an unlock that found a sleeper, and what it was after an
+/// `unlock_fair` that handed the lock to a sleeper.
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     // A thread of its own: the guess is per thread, and starts at 0.

@@ -43,8 +43,8 @@ pub struct Times {
 }
 
 /// Times `n` pairs of each lock: spinbit, `parking_lot` 0.12 and std,
-/// starting with the `round % 3`-th, so that over rounds each lock runs
-/// first, second and third equally often.
+/// starting with the `round % 3`-th, so that in any three rounds in a row
+/// each lock runs first, second and third once.
 #[unsafe(no_mangle)]
 pub extern "C" fn cdylib_bench(n: u64, round: u32) -> Times {
     let mut t = Times { spinbit: 0.0, parking_lot: 0.0, std: 0.0 };
