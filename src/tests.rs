@@ -1955,6 +1955,25 @@ fn no_spin_ablation_never_spins() {
 /// `unlock_fair` that handed the lock to a sleeper.
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
+    /// Takes `g`'s lock, waits until another thread sleeps on it, then
+    /// releases it with `unlock_fair` if `fair`, else with `unlock`.
+    fn release_to_a_sleeper(g: &Guarded<Native>, fair: bool) {
+        g.lock.lock();
+        thread::scope(|s| {
+            s.spawn(|| g.increment());
+            while g.sleepers() < 1 {
+                thread::yield_now();
+            }
+            // SAFETY: locked above.
+            unsafe {
+                if fair {
+                    g.lock.unlock_fair();
+                } else {
+                    g.lock.unlock();
+                }
+            }
+        });
+    }
     // A thread of its own: the guess is per thread, and starts at 0.
     let (first, clean, missed_clean, spinner, missed_spinner, after) = thread::spawn(|| {
         let g = Guarded::<Native>::new();
@@ -1972,29 +1991,13 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         let spinner = (Native::release_guess(), g.word());
         let missed_spinner = my_events().since(&before).get(Event::GuessMissed);
         g.lock.state.fetch_and(!SPINNING, Relaxed);
-        g.lock.lock();
-        thread::scope(|s| {
-            s.spawn(|| g.increment());
-            while g.sleepers() < 1 {
-                thread::yield_now();
-            }
-            // SAFETY: locked above.
-            unsafe { g.lock.unlock() };
-        });
+        release_to_a_sleeper(&g, false);
         let after_wake = Native::release_guess();
         // A fair unlock that hands the lock to a sleeper leaves the guess
         // that the latest plain release (of the clean word) left.
         g.increment();
-        g.lock.lock();
         let before = my_events();
-        thread::scope(|s| {
-            s.spawn(|| g.increment());
-            while g.sleepers() < 1 {
-                thread::yield_now();
-            }
-            // SAFETY: locked above.
-            unsafe { g.lock.unlock_fair() };
-        });
+        release_to_a_sleeper(&g, true);
         let handed = (my_events().since(&before).get(Event::HandOff), Native::release_guess());
         (first, clean, missed_clean, spinner, missed_spinner, (after_wake, handed))
     })
