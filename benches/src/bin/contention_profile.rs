@@ -37,7 +37,9 @@
 //!   sections that ran over twice their length plus 2 µs: a holder that
 //!   lost its CPU) and its free time between one holder's unlock and the
 //!   next holder's return from `lock()`, bucketed by length and by whether
-//!   the next holder is the thread that unlocked or another one. A lock
+//!   the next holder is the thread that unlocked or another one, and how
+//!   much of the free time before the same thread took the lock again it
+//!   spent in its `unlock` call (a wake's system call after the release). A lock
 //!   held all the time runs one critical section per `CS_NS`; this shows
 //!   where the rest went.
 //! * `--sched` (timed, Linux) prints the kernel's thread id and the
@@ -111,6 +113,12 @@ struct Run {
     /// `[the last holder was another thread, was this one]` × bucket, count
     /// and nanoseconds.
     gaps: [[(u64, u64); GAP_BUCKETS_NS.len() + 1]; 2],
+    /// `--gaps`: of the free time before this thread's acquisitions that
+    /// followed its own unlock, the part it spent in that `unlock` call
+    /// (an unlock that wakes a sleeper makes a system call after the
+    /// release), in ns; and the duration of its latest unlock call.
+    same_in_unlock_ns: u64,
+    last_unlock_ns: u64,
     /// `--sched`: this thread's kernel id, and its `lock()` calls over
     /// 10 µs on `CLOCK_MONOTONIC`, printed after the window's measurements.
     tid: i64,
@@ -269,6 +277,9 @@ fn run<R: Raw>(o: &Opts, id: usize, m: &Mutex<R, Data>, stop: &AtomicBool, start
                 let slot = &mut r.gaps[usize::from(last == id)][b];
                 slot.0 += 1;
                 slot.1 += gap;
+                if last == id {
+                    r.same_in_unlock_ns += r.last_unlock_ns.min(gap);
+                }
             }
             now
         });
@@ -289,10 +300,14 @@ fn run<R: Raw>(o: &Opts, id: usize, m: &Mutex<R, Data>, stop: &AtomicBool, start
             }
             g.last_release = Some((id, now));
         }
+        let unlock_from = o.gaps.then(since_start);
         if o.fair {
             MutexGuard::unlock_fair(g);
         } else {
             drop(g);
+        }
+        if let Some(from) = unlock_from {
+            r.last_unlock_ns = since_start().saturating_sub(from);
         }
         r.ops += 1;
         if o.think > 0 {
@@ -329,6 +344,7 @@ fn gaps_summary(runs: &[Run], window: Duration, ops: u64, cs: u64) -> String {
         }
         out += ");";
     }
+    out += &format!(" of the latter, in the unlock call {}", ms(sum(|r| r.same_in_unlock_ns)));
     out
 }
 
