@@ -1237,10 +1237,12 @@ fn a_starving_sleeper_in_the_middle_moves_to_the_bottom() {
 /// leaves the wake to the starving sleeper). The starving sleeper's CAS
 /// that sets STARVING then fails on the new word, and its release finds
 /// the lock free: it takes it back and hands it over, walking the node
-/// pushed meanwhile.
-fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
+/// pushed meanwhile. With nudges (`P::NUDGE`), `serve` walks that node
+/// first, before its retake, to see whether a nudge is pending: only the
+/// failure Acquire of the CAS that set STARVING covers that walk.
+fn push_while_starving<P: Model>(bound: Bound) -> Seen {
     explore(bound, || {
-        let g = Guarded::<SelfJudged<F>>::new();
+        let g = Guarded::<P>::new();
         let gate = Gate::new();
         g.lock.lock();
         let a = thread::spawn(move || {
@@ -1266,11 +1268,26 @@ fn push_while_starving<const F: u8>(bound: Bound) -> Seen {
 
 #[test]
 fn a_push_lands_while_a_starving_sleeper_owns_the_stack() {
-    let seen = push_while_starving::<NO_FAULT>(bound(1, 2));
+    let seen = push_while_starving::<SelfJudged>(bound(1, 2));
     assert!(
         seen.of(Event::Starved) > 0 && seen.of(Event::Retake) > 0 && seen.of(Event::HandedLock) > 0,
         "{seen:?}"
     );
+}
+
+#[test]
+fn a_push_lands_while_a_nudging_sleeper_marks_itself() {
+    let seen = push_while_starving::<Nudging>(bound(1, 2));
+    assert!(
+        seen.of(Event::Starved) > 0 && seen.of(Event::Retake) > 0 && seen.of(Event::HandedLock) > 0,
+        "{seen:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_starve_mark_failure_is_relaxed() {
+    push_while_starving::<Nudging<RELAXED_STARVE_MARK>>(bound(1, 2));
 }
 
 /// A timed waiter that judges itself (`SelfJudged`) sleeps, above an untimed

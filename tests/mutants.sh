@@ -60,7 +60,6 @@ mutants=(
   'wake-release-acquire ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Release }'
   'fair-take-stack-acquire ## mod.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'push-release ## wait.rs ## 1 ## compare_exchange(s, with_flags(me, f), Release, Relaxed) ## compare_exchange(s, with_flags(me, f), Relaxed, Relaxed)'
-  'starve-mark-failure-acquire ## wait.rs ## 1 ## a | STARVING), Relaxed, Acquire) ## a | STARVING), Relaxed, Relaxed)'
   'take-stack-acquire ## stack.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'leave-give-back-release ## stack.rs ## 1 ## with_flags(s, f), Release, retry) ## with_flags(s, f), Relaxed, retry)'
   'spin-acquire ## wait.rs ## 1 ## self.state.compare_exchange(s, new, Acquire, Relaxed)?; ## self.state.compare_exchange(s, new, Relaxed, Relaxed)?;'
@@ -73,7 +72,6 @@ mutants=(
 # Mutants that no model can catch, and why (the comment at the ordering
 # says so too).
 declare -A known=(
-  [starve-mark-failure-acquire]="with STARVING set, release_after_leave walks nodes only after serve's Acquire retake"
   [pop-empty-release]="the stack is empty after it: no later stack owner reads a node it wrote; the popped thread reads its node after its parker's Acquire"
 )
 

@@ -546,12 +546,11 @@ impl<P: Platform> Lock<P> {
                 // Success Relaxed: we keep the stack, and give it back with
                 // Release below. Failure Acquire: the word changed (a push,
                 // the lock taken or released), and `release_after_leave`
-                // may walk the nodes pushed meanwhile. (With STARVING set it
-                // walks them only after `serve`'s Acquire retake, which
-                // covers them too, so no model can tell this Acquire from
-                // Relaxed; it keeps the rule that a failure value that can
-                // lead to a walk is acquired.)
-                match self.state.compare_exchange(s, s.map_addr(|a| a | STARVING), Relaxed, Acquire)
+                // may walk the nodes pushed meanwhile: with STARVING set,
+                // `serve` walks to the tail for a pending nudge before its
+                // retake (`model::a_push_lands_while_a_nudging_sleeper_marks_itself`).
+                let failure = if P::FAULT == Fault::RelaxedStarveMark { Relaxed } else { Acquire };
+                match self.state.compare_exchange(s, s.map_addr(|a| a | STARVING), Relaxed, failure)
                 {
                     Ok(_) => s = s.map_addr(|a| a | STARVING),
                     Err(now) => s = now,

@@ -174,8 +174,11 @@ impl<P: Platform> Lock<P> {
             // again while the lock is held.
             // SAFETY: as for this function.
             let woken = unsafe { self.pop(s, false) };
-            // SAFETY: `woken` is unlinked and its thread is blocked (or about
-            // to block) in `park` until this call's store; we touch it no more.
+            // SAFETY: `woken` is unlinked, and its thread reads what the
+            // wake wrote only after its parker sees this call's store (one whose
+            // deadline fired may be running, but finds its node unlinked
+            // and waits for this wake, `await_popped_wake`); we touch it no
+            // more.
             unsafe { P::Parker::unpark(&raw const (*woken).parker) };
             return;
         }
@@ -427,8 +430,9 @@ impl<P: Platform> Lock<P> {
         P::record(Event::HandOff);
         // SAFETY: as for this function.
         let woken = unsafe { self.pop(s, true) };
-        // SAFETY: `woken` is unlinked and its thread is blocked (or about to
-        // block) in `park` until this call's store; we touch it no more.
+        // SAFETY: as in `serve`: `woken` is unlinked, its thread reads what
+        // the wake wrote only after its parker sees this call's store, and
+        // we touch it no more.
         unsafe { P::Parker::unpark(&raw const (*woken).parker) };
     }
 
@@ -581,7 +585,10 @@ pub(super) fn release<P: Platform>(
 /// Returns `node`.
 ///
 /// # Safety
-/// `node` is unlinked and its thread is still blocked.
+/// `node` is unlinked and its thread has not seen its wake: it reads the
+/// fields written here only after its parker sees the wake (a thread whose deadline
+/// fired may be running meanwhile, but finds its node unlinked and waits
+/// for the wake, `await_popped_wake`).
 #[inline(always)]
 pub(super) unsafe fn woken<P: Platform>(
     node: *mut Node<P>,

@@ -74,6 +74,7 @@ fault_names! {
     HAND_OFF_CLEARS_LOCKED: HandOffClearsLocked,
     IGNORE_HANDED_LOCK: IgnoreHandedLock,
     RELAXED_RETAKE: RelaxedRetake,
+    RELAXED_STARVE_MARK: RelaxedStarveMark,
     RELAXED_UNLINK: RelaxedUnlink,
     LEAVE_KEEPS_WAKE: LeaveKeepsWake,
     UNLINK_WITHOUT_STACK_LOCK: UnlinkWithoutStackLock,

@@ -67,6 +67,11 @@ pub(crate) enum Fault {
     /// with a Relaxed CAS, so nodes pushed and critical sections run since
     /// it released the lock are not acquired.
     RelaxedRetake,
+    /// A sleeper that marks itself starving sets STARVING with a CAS whose
+    /// failure is Relaxed, so when a push lands meanwhile, the walk to the
+    /// tail that `serve` makes before its retake (a pending nudge) reads
+    /// the pushed node unsynchronised.
+    RelaxedStarveMark,
     /// The CAS that unlinks the oldest of several waiters is Relaxed, so the
     /// next stack owner reads the link edits unsynchronised.
     RelaxedUnlink,
