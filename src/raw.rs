@@ -49,7 +49,9 @@ macro_rules! raw_mutex {
 
         // SAFETY: `lock` returns only once this context holds LOCKED,
         // `try_lock` only on success, and LOCKED is held by one context at a
-        // time (set by an RMW that saw it clear, cleared only by `unlock`).
+        // time (set by an RMW that saw it clear, cleared only by `unlock`;
+        // a hand-off, and a condition variable's notification that takes
+        // the lock for its waiter, pass it on without clearing it).
         // The Acquire/Release pairs on the state word order the critical
         // sections.
         unsafe impl lock_api::RawMutex for $name {

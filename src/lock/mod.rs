@@ -192,6 +192,13 @@ pub(crate) struct Node<P: Platform> {
     /// yield or that push found sleepers backed up, its first push (see
     /// `start_clock`). It does not restart when the thread sleeps again, so
     /// it measures how long the thread has been kept waiting.
+    ///
+    /// Written by its own thread before a push, or, for a waiter that a
+    /// condition variable moves onto the stack, by the notifier before that
+    /// move (`push_chain`), which the waiter's return to `lock` is ordered
+    /// after (`Condvar`'s wait: the wake's or nudge's Release, or the list's
+    /// lock after a timeout); stack owners only read it. So no thread
+    /// writes it while its waiter reads it.
     since: P::Cell<u64>,
     /// Set by the thread itself, owning the stack, when its timed sleep
     /// ended at [`Platform::starve_deadline`] (see `Lock::starve`): from

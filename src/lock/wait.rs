@@ -173,7 +173,8 @@ impl<P: Platform> Lock<P> {
             // yield can take milliseconds): sleep now, and the sleep,
             // whose deadline has passed, marks us starving at once. Not
             // while sleepers are backed up: see `start_clock`.
-            // SAFETY: only we write `since`.
+            // SAFETY: nobody writes `since` while we wait (see
+            // `Node::since`).
             let since = unsafe { node.since.get() };
             if w.clocked && s.addr() & BACKLOG == 0 && P::starve_due(since, false) {
                 P::record(Event::YieldsOutlastedThreshold);
@@ -291,7 +292,8 @@ impl<P: Platform> Lock<P> {
                 // not once our starvation deadline has passed: only a
                 // sleep (`sleep`) marks us starving, and a wake that kept
                 // coming while we polled would keep us from ever marking.
-                // SAFETY: only we write `since`.
+                // SAFETY: nobody writes `since` while we wait (see
+                // `Node::since`).
                 let due = !w.marked && P::starve_due(unsafe { node.since.get() }, backed_up);
                 w.polled =
                     !due && P::wait_for_wake(Wait::Stack, deadline, || node.parker.unparked());
@@ -421,8 +423,8 @@ impl<P: Platform> Lock<P> {
             let starve_at = if *marked {
                 None
             } else {
-                // SAFETY: only we write `since`, and we wrote it before the
-                // push; stack owners only read it.
+                // SAFETY: nobody writes `since` while we wait (see
+                // `Node::since`); stack owners only read it.
                 P::starve_deadline(unsafe { node.since.get() }, backed_up)
             };
             // The earlier of the two deadlines, and whether it is the
