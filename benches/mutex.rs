@@ -167,7 +167,9 @@
 //!   they ran (`slow_paths`, `spins`, `spins_won`, `sleeps`, `wakes`,
 //!   `hand_offs`, `starved`, `nudges`, `timeouts`, `wait_total_ns`, `wait_max_ns`,
 //!   and the wake counters and `guesses_missed`, unlocks whose guess of
-//!   the word missed, that follow them);
+//!   the word missed, that follow them; last, `wake_calls` and
+//!   `wake_call_total_ns`/`wake_call_max_ns`, the wakes' system calls and
+//!   the wakers' time in them);
 //!   the console line prints the window of median throughput's. `null`
 //!   for the other locks and without the feature (meta: `stats_feature`).
 //!   The counters cost slow paths a few shared atomic additions, so compare
@@ -1960,7 +1962,7 @@ fn policy_reset() {
 /// lock, sleeps, wakes, hand-offs, waiters that marked themselves
 /// starving, timed-out slow paths, the total and the longest slow path in
 /// ns, and more (the fields of `spinbit::stats::Stats`, unlock guesses
-/// that missed among them). `None` without the `stats` feature.
+/// that missed and the wakes' system calls among them). `None` without the `stats` feature.
 fn policy_counters() -> Option<String> {
     #[cfg(feature = "stats")]
     {
@@ -1971,7 +1973,8 @@ fn policy_counters() -> Option<String> {
                 "\"wakes\":{},\"hand_offs\":{},\"starved\":{},\"nudges\":{},\"timeouts\":{},",
                 "\"wait_total_ns\":{},\"wait_max_ns\":{},\"wakes_past_spinner\":{},",
                 "\"polled_wakes\":{},\"wakes_skipped\":{},\"guesses_missed\":{},",
-                "\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{}}}"
+                "\"wake_latency_total_ns\":{},\"wake_latency_max_ns\":{},",
+                "\"wake_calls\":{},\"wake_call_total_ns\":{},\"wake_call_max_ns\":{}}}"
             ),
             s.slow_paths,
             s.spins,
@@ -1990,6 +1993,9 @@ fn policy_counters() -> Option<String> {
             s.guesses_missed,
             s.wake_latency_total.as_nanos(),
             s.wake_latency_max.as_nanos(),
+            s.wake_calls,
+            s.wake_call_total.as_nanos(),
+            s.wake_call_max.as_nanos(),
         ))
     }
     #[cfg(not(feature = "stats"))]

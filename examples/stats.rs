@@ -86,6 +86,12 @@ fn print(s: &Stats) {
         println!("wake-run mean  {:>10.2?}", mean);
     }
     println!("wake-run max   {:>10.2?}", s.wake_latency_max);
+    println!("wake calls     {:>10}", s.wake_calls);
+    if s.wake_calls > 0 {
+        let mean = s.wake_call_total / u32::try_from(s.wake_calls).unwrap_or(u32::MAX);
+        println!("wake call mean {:>10.2?}", mean);
+    }
+    println!("wake call max  {:>10.2?}", s.wake_call_max);
     println!("starved        {:>10}", s.starved);
     println!("nudges         {:>10}", s.nudges);
     println!("timeouts       {:>10}", s.timeouts);

@@ -27,7 +27,10 @@
 //! under heavy contention these cache lines move between cores with the
 //! slow paths). Its bookkeeping runs once it holds the lock, so it
 //! lengthens that critical section: by those additions, and, when its wait
-//! is among the longest so far, by an update of the call-site table.
+//! is among the longest so far, by an update of the call-site table. A
+//! wake that makes a system call reads the tick counter before and after
+//! it and adds to three counters, after the release (an unlock's wake) or
+//! with the lock handed over (a hand-off).
 //! Nothing here allocates, blocks or panics in a lock call.
 //!
 //! The counters cover every mutex of the crate in the process ([`Mutex`],
@@ -151,6 +154,23 @@ pub struct Stats {
     /// The longest single wake-to-run latency. At most `wake_latency_total`
     /// (kept like `wait_max` on targets without 64-bit atomics).
     pub wake_latency_max: Duration,
+    /// System calls that woke a thread asleep in the OS (`FUTEX_WAKE` on
+    /// Linux, `Thread::unpark` elsewhere), made by a wake or a hand-off of
+    /// a mutex's sleeper, a nudge, or a condition variable's notification.
+    /// A wake that finds its thread still polling or on its way to sleep
+    /// makes none. Once every lock call has returned and with no condition
+    /// variable in use, at most `wakes + nudges`.
+    pub wake_calls: u64,
+    /// The time the waking threads spent in those calls, summed: the
+    /// waker's share of a wake (an unlock pays it after its release, with
+    /// the lock free). Where an idle CPU halts at once, e.g. in some
+    /// virtual machines, waking a thread on it takes the waker an
+    /// interrupt the hypervisor handles here (docs/benchmarks.md, "What a
+    /// wake costs on these VMs").
+    pub wake_call_total: Duration,
+    /// The longest single such call. At most `wake_call_total` (kept like
+    /// `wait_max` on targets without 64-bit atomics).
+    pub wake_call_max: Duration,
     /// The longest single slow path (as `wait_total` measures it). At most
     /// `wait_total`. (On targets without 64-bit atomics, e.g. 32-bit
     /// PowerPC, it is kept in units of 1024 ticks of the tick counter,
@@ -305,6 +325,11 @@ static GUESSES_MISSED: Counter = Counter::new();
 static WAKE_LATENCY_TOTAL: Counter = Counter::new();
 /// In ticks (see [`Counter::raise`]).
 static WAKE_LATENCY_MAX: Counter = Counter::new();
+static WAKE_CALLS: Counter = Counter::new();
+/// In ticks.
+static WAKE_CALL_TOTAL: Counter = Counter::new();
+/// In ticks (see [`Counter::raise`]).
+static WAKE_CALL_MAX: Counter = Counter::new();
 
 /// One entry of the call-site table.
 #[derive(Clone, Copy)]
@@ -412,6 +437,19 @@ pub(crate) fn woken(ticks: u64) {
     WAKE_LATENCY_MAX.raise(ticks);
 }
 
+/// Counts a system call that woke a sleeping thread, which started at tick
+/// `start` (the parkers' wake).
+#[inline(always)]
+pub(crate) fn wake_call(start: u64) {
+    // A reading behind `start` (the thread moved to a CPU whose counter
+    // lags) counts as no time.
+    let d = arch::ticks().wrapping_sub(start);
+    let ticks = if (d as i64) < 0 { 0 } else { d };
+    WAKE_CALLS.add(1);
+    WAKE_CALL_TOTAL.add(ticks);
+    WAKE_CALL_MAX.raise(ticks);
+}
+
 /// Counts a spin episode that took the lock
 /// ([`crate::platform::Platform::note_spin_acquire`]).
 #[inline(always)]
@@ -472,6 +510,9 @@ pub fn snapshot() -> Stats {
         guesses_missed: GUESSES_MISSED.get(),
         wake_latency_total: duration(WAKE_LATENCY_TOTAL.get()),
         wake_latency_max: duration(WAKE_LATENCY_MAX.max()),
+        wake_calls: WAKE_CALLS.get(),
+        wake_call_total: duration(WAKE_CALL_TOTAL.get()),
+        wake_call_max: duration(WAKE_CALL_MAX.max()),
         wait_total: duration(WAIT_TOTAL.get()),
         wait_max: duration(WAIT_MAX.max()),
         longest_waits,
@@ -501,6 +542,9 @@ pub fn reset() {
         &GUESSES_MISSED,
         &WAKE_LATENCY_TOTAL,
         &WAKE_LATENCY_MAX,
+        &WAKE_CALLS,
+        &WAKE_CALL_TOTAL,
+        &WAKE_CALL_MAX,
     ] {
         counter.clear();
     }

@@ -107,6 +107,12 @@ fn check_contended(s: &Stats, line: u32) -> Result<String, String> {
         "wakes_past_spinner <= plain wakes",
     );
     expect(s.polled_wakes <= s.sleeps, "polled_wakes <= sleeps");
+    // Waiters slept in the OS (50 µs sections), and each of their wakes
+    // or nudges made at most one system call.
+    expect(s.wake_calls > 0, "wake_calls > 0");
+    expect(s.wake_calls <= s.wakes + s.nudges, "wake_calls <= wakes + nudges");
+    expect(s.wake_call_total > Duration::ZERO, "wake_call_total > 0");
+    expect(s.wake_call_max <= s.wake_call_total, "wake_call_max <= wake_call_total");
     let sites: Vec<_> = s.longest_waits.iter().flatten().collect();
     expect(!sites.is_empty(), "a call site");
     expect(s.longest_waits.iter().skip(sites.len()).all(Option::is_none), "the sites come first");
@@ -156,6 +162,9 @@ fn is_zero(s: &Stats) -> bool {
         && s.nudges == 0
         && s.wake_latency_total == Duration::ZERO
         && s.wake_latency_max == Duration::ZERO
+        && s.wake_calls == 0
+        && s.wake_call_total == Duration::ZERO
+        && s.wake_call_max == Duration::ZERO
         && s.longest_waits.iter().all(Option::is_none)
         && s.sites_missed == 0
 }
@@ -197,7 +206,9 @@ fn an_uncontended_run_fails_the_check() {
     let s = stats::snapshot();
     assert!(is_zero(&s), "an uncontended run counted {s:?}");
     let e = check_contended(&s, line).expect_err("the check passed an uncontended run");
-    for what in ["sleeps > 0", "wakes > 0", "hand_offs > 0", "the lock call's line"] {
+    for what in
+        ["sleeps > 0", "wakes > 0", "hand_offs > 0", "wake_calls > 0", "the lock call's line"]
+    {
         assert!(e.contains(what), "the check did not report `{what}`: {e}");
     }
 }
@@ -212,7 +223,7 @@ fn broken_relations_fail_the_check() {
     check_contended(&s, line).expect("the contended run fails the check");
     /// A relation of the check, and how to break it alone.
     type Broken = (&'static str, fn(&mut Stats));
-    let broken: [Broken; 12] = [
+    let broken: [Broken; 16] = [
         ("wakes == sleeps", |s| s.wakes -= 1),
         ("hand_offs <= wakes", |s| s.hand_offs = s.wakes + 1),
         ("spins_won <= spins", |s| s.spins_won = s.spins + 1),
@@ -225,6 +236,12 @@ fn broken_relations_fail_the_check() {
         }),
         ("wakes_past_spinner <= plain wakes", |s| s.wakes_past_spinner = s.wakes + 1),
         ("polled_wakes <= sleeps", |s| s.polled_wakes = s.sleeps + 1),
+        ("wake_calls > 0", |s| s.wake_calls = 0),
+        ("wake_calls <= wakes + nudges", |s| s.wake_calls = s.wakes + s.nudges + 1),
+        ("wake_call_total > 0", |s| s.wake_call_total = Duration::ZERO),
+        ("wake_call_max <= wake_call_total", |s| {
+            s.wake_call_max = s.wake_call_total + Duration::from_nanos(1)
+        }),
         ("sites longest first", |s| {
             let mut longer = s.longest_waits[0].unwrap();
             longer.longest_wait += Duration::from_nanos(1);
@@ -274,6 +291,37 @@ fn a_missed_unlock_guess_is_counted() {
     let s = stats::snapshot();
     assert_eq!(s.guesses_missed, 1, "{s:?}");
     assert_eq!(m.into_inner(), 102);
+}
+
+/// An unlock that wakes a thread asleep in the OS counts one wake system
+/// call, and the time it took. Negative control: the unlocks before it,
+/// which find nobody asleep, count none.
+#[test]
+fn a_wake_of_a_sleeping_thread_counts_one_system_call() {
+    let _serial = serial();
+    let m = Mutex::new(0u64);
+    stats::reset();
+    for _ in 0..100 {
+        *m.lock() += 1;
+    }
+    let clean = stats::snapshot();
+    assert_eq!(clean.wake_calls, 0, "{clean:?}");
+    let g = m.lock();
+    thread::scope(|s| {
+        // A thread that has never been woken does not poll for its wake.
+        s.spawn(|| *m.lock() += 1);
+        until_sleeps(1);
+        // Long enough for it to be asleep in the OS, not on its way there
+        // (its starvation timer may fire meanwhile: then the unlock's
+        // nudge is the one system call).
+        thread::sleep(Duration::from_millis(100));
+        drop(g);
+    });
+    let s = stats::snapshot();
+    assert_eq!(s.wake_calls, 1, "{s:?}");
+    assert!(s.wake_call_total > Duration::ZERO, "{s:?}");
+    assert!(s.wake_call_max <= s.wake_call_total, "{s:?}");
+    assert_eq!(m.into_inner(), 101);
 }
 
 /// A timed lock that gives up counts a slow path, a timeout and its wait,

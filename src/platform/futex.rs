@@ -242,10 +242,14 @@ fn futex_wait_bitset(
 }
 
 fn futex_wake(word: *const AtomicU32) {
+    #[cfg(feature = "stats")]
+    let start = crate::arch::ticks();
     // SAFETY: FUTEX_WAKE only uses the address as a key; it reads no memory.
     unsafe {
         libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
     }
+    #[cfg(feature = "stats")]
+    crate::stats::wake_call(start);
 }
 
 #[cfg(test)]

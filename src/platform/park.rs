@@ -117,7 +117,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
         // A thread still PARKED is not in `thread::park`: it sees AWAKE
         // when it next looks, and needs no token.
         if was != PARKED {
-            thread.expect("unpark of a parker that was never armed").unpark();
+            wake(thread.expect("unpark of a parker that was never armed"));
         }
     }
 
@@ -139,7 +139,7 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     }
 
     fn wake_nudged(thread: Thread) {
-        thread.unpark();
+        wake(thread);
     }
 }
 
@@ -168,4 +168,15 @@ impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
             }
         }
     }
+}
+
+/// Wakes `thread` (`Thread::unpark`), counting the call in a `stats` build
+/// as the futex parker counts its `FUTEX_WAKE`.
+#[inline]
+fn wake(thread: Thread) {
+    #[cfg(feature = "stats")]
+    let start = crate::arch::ticks();
+    thread.unpark();
+    #[cfg(feature = "stats")]
+    crate::stats::wake_call(start);
 }

@@ -21,7 +21,8 @@
 //!   still polling, wakes (those made past the spinner; those skipped for
 //!   it), hand-offs, waiters that marked themselves starving, nudges,
 //!   unlock guesses that missed, the mean and longest wake-to-run latency,
-//!   the longest slow path.
+//!   the wakes' system calls and the mean and longest time the waker spent
+//!   in one, the longest slow path.
 //!
 //! The counters are process-wide and exact once every lock call has
 //! returned, which each window waits for. Timing every `lock()` costs two
@@ -220,11 +221,12 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
         Duration::from_nanos((cpu_ns / ops.max(1) as f64) as u64),
     );
     let mean_latency = st.wake_latency_total / u32::try_from(st.wakes.max(1)).unwrap_or(u32::MAX);
+    let mean_call = st.wake_call_total / u32::try_from(st.wake_calls.max(1)).unwrap_or(u32::MAX);
     println!(
         "  policy: {} slow paths, {} spins ({} won), {} sleeps ({} woken while polling), \
          {} wakes ({} past the spinner; {} skipped for it), {} hand-offs, {} starved, \
          {} nudges, {} unlock guesses missed; wake-to-run mean {mean_latency:?}, longest {:?}; \
-         longest slow path {:?}",
+         {} wake system calls, mean {mean_call:?}, longest {:?}; longest slow path {:?}",
         st.slow_paths,
         st.spins,
         st.spins_won,
@@ -238,6 +240,8 @@ fn window<R: Raw>(o: &Opts, lock: &str) {
         st.nudges,
         st.guesses_missed,
         st.wake_latency_max,
+        st.wake_calls,
+        st.wake_call_max,
         st.wait_max,
     );
     if o.gaps {
