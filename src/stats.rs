@@ -28,9 +28,10 @@
 //! slow paths). Its bookkeeping runs once it holds the lock, so it
 //! lengthens that critical section: by those additions, and, when its wait
 //! is among the longest so far, by an update of the call-site table. A
-//! wake that makes a system call reads the tick counter before and after
-//! it and adds to three counters, after the release (an unlock's wake) or
-//! with the lock handed over (a hand-off).
+//! wake that makes a system call (an unlock's, a hand-off's, a nudge's or a
+//! condition variable's notification's) reads the tick counter before and
+//! after it and adds to three counters; an unlock pays it after its
+//! release.
 //! Nothing here allocates, blocks or panics in a lock call.
 //!
 //! The counters cover every mutex of the crate in the process ([`Mutex`],
@@ -154,11 +155,12 @@ pub struct Stats {
     /// The longest single wake-to-run latency. At most `wake_latency_total`
     /// (kept like `wait_max` on targets without 64-bit atomics).
     pub wake_latency_max: Duration,
-    /// System calls that woke a thread asleep in the OS (`FUTEX_WAKE` on
-    /// Linux, `Thread::unpark` elsewhere), made by a wake or a hand-off of
-    /// a mutex's sleeper, a nudge, or a condition variable's notification.
-    /// A wake that finds its thread still polling or on its way to sleep
-    /// makes none. Once every lock call has returned and with no condition
+    /// System calls made to wake a thread that had committed to sleeping in
+    /// the OS (`FUTEX_WAKE` on Linux, `Thread::unpark` elsewhere; it may be
+    /// running again already, e.g. after its timeout), made by a wake or a
+    /// hand-off of a mutex's sleeper, a nudge, or a condition variable's
+    /// notification. A wake that finds its thread still polling or on its
+    /// way to that commitment makes none. Once every lock call has returned and with no condition
     /// variable in use, at most `wakes + nudges`.
     pub wake_calls: u64,
     /// The time the waking threads spent in those calls, summed: the

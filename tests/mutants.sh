@@ -28,12 +28,13 @@
 # `Fault` variants of src/platform/loom.rs, e.g. the pop's retry and
 # unlink, the move's, the leave's and the give-back's retries, the push
 # count's CASes, the retake, the look's give-back, the wake of the newest,
-# the release of an unlock that found starvation mode ended)
+# the release of an unlock that found starvation mode ended, the failure
+# of the starving mark's CAS)
 # are not repeated here, nor those that only the broken protocols of the
 # controls execute. A piece of text that no longer occurs as often as its
 # mutant says (the code changed) stops the script before anything runs.
 # One mutant survives every model, for the reason the summary gives (`known`
-# below, and the comments at those orderings).
+# below, and the comment at that ordering).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -311,9 +311,10 @@ fn a_wake_of_a_sleeping_thread_counts_one_system_call() {
         // A thread that has never been woken does not poll for its wake.
         s.spawn(|| *m.lock() += 1);
         until_sleeps(1);
-        // Long enough for it to be asleep in the OS, not on its way there
-        // (its starvation timer may fire meanwhile: then the unlock's
-        // nudge is the one system call).
+        // Long enough for it to be asleep in the OS, not on its way there.
+        // Its starvation timer (1 ms) fires meanwhile: it marks itself and
+        // sleeps again, and the unlock's nudge is the one system call (the
+        // hand-off after its new mark finds it running).
         thread::sleep(Duration::from_millis(100));
         drop(g);
     });

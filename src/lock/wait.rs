@@ -39,7 +39,8 @@ impl<P: Platform> Lock<P> {
             // As after a push of our own, whose clock `push_chain` started.
             w.slept = true;
             w.clocked = true;
-            // SAFETY: written before the push; stack owners only read it.
+            // SAFETY: nobody writes `since` while we wait (see
+            // `Node::since`: the notifier wrote it before the move).
             w.pushed_at = unsafe { node.since.get() };
             w.polled = polled;
             if woke != Woke::Unparked {

@@ -176,9 +176,9 @@ impl<P: Platform> Lock<P> {
             let woken = unsafe { self.pop(s, false) };
             // SAFETY: `woken` is unlinked, and its thread reads what the
             // wake wrote only after its parker sees this call's store (one whose
-            // deadline fired may be running, but finds its node unlinked
-            // and waits for this wake, `await_popped_wake`); we touch it no
-            // more.
+            // deadline fired, or that a nudge woke, may be running, but
+            // finds its node unlinked and waits for this wake,
+            // `await_popped_wake`); we touch it no more.
             unsafe { P::Parker::unpark(&raw const (*woken).parker) };
             return;
         }
@@ -586,9 +586,9 @@ pub(super) fn release<P: Platform>(
 ///
 /// # Safety
 /// `node` is unlinked and its thread has not seen its wake: it reads the
-/// fields written here only after its parker sees the wake (a thread whose deadline
-/// fired may be running meanwhile, but finds its node unlinked and waits
-/// for the wake, `await_popped_wake`).
+/// fields written here only after its parker sees the wake (a thread whose
+/// deadline fired, or that a nudge woke, may be running meanwhile, but
+/// finds its node unlinked and waits for the wake, `await_popped_wake`).
 #[inline(always)]
 pub(super) unsafe fn woken<P: Platform>(
     node: *mut Node<P>,

@@ -40,7 +40,9 @@
 //!   next holder's return from `lock()`, bucketed by length and by whether
 //!   the next holder is the thread that unlocked or another one, and how
 //!   much of the free time before the same thread took the lock again it
-//!   spent in its `unlock` call (a wake's system call after the release). A lock
+//!   spent in its `unlock` call (a wake's system call after the release;
+//!   in starvation mode also the yield after a nudge, or the wait for a
+//!   stack owner). A lock
 //!   held all the time runs one critical section per `CS_NS`; this shows
 //!   where the rest went.
 //! * `--sched` (timed, Linux) prints the kernel's thread id and the
@@ -117,7 +119,9 @@ struct Run {
     /// `--gaps`: of the free time before this thread's acquisitions that
     /// followed its own unlock, the part it spent in that `unlock` call
     /// (an unlock that wakes a sleeper makes a system call after the
-    /// release), in ns; and the duration of its latest unlock call.
+    /// release; in starvation mode one may yield after a nudge, or wait
+    /// for a stack owner), in ns; and the duration of its latest unlock
+    /// call.
     same_in_unlock_ns: u64,
     last_unlock_ns: u64,
     /// `--sched`: this thread's kernel id, and its `lock()` calls over
