@@ -266,6 +266,27 @@ fn until_sleeps(sleeps: u64) {
     }
 }
 
+/// Takes `m` 100 times with nobody else (the clean releases), then
+/// counts what they left; then, holding `m`, lets a new thread sleep on it
+/// and waits `settle` more before it unlocks. Returns the counters after
+/// the clean releases; `m` then holds 101 more than it did.
+fn clean_then_release_to_a_sleeper(m: &Mutex<u64>, settle: Duration) -> Stats {
+    for _ in 0..100 {
+        *m.lock() += 1;
+    }
+    let clean = stats::snapshot();
+    let g = m.lock();
+    thread::scope(|s| {
+        // A new thread: its first release loads the word (it guesses
+        // nothing), and, never woken yet, it does not poll for its wake.
+        s.spawn(|| *m.lock() += 1);
+        until_sleeps(1);
+        thread::sleep(settle);
+        drop(g);
+    });
+    clean
+}
+
 /// An unlock whose guess of the word misses is counted: a thread whose
 /// previous release found the word clean releases beside a sleeper.
 /// Negative control: the clean releases before it count none.
@@ -276,18 +297,8 @@ fn a_missed_unlock_guess_is_counted() {
     // Whatever this thread's unlocks left, its next guesses the clean word.
     *m.lock() += 1;
     stats::reset();
-    for _ in 0..100 {
-        *m.lock() += 1;
-    }
-    let clean = stats::snapshot();
+    let clean = clean_then_release_to_a_sleeper(&m, Duration::ZERO);
     assert_eq!(clean.guesses_missed, 0, "{clean:?}");
-    let g = m.lock();
-    thread::scope(|s| {
-        // Its first release loads the word: it guesses nothing.
-        s.spawn(|| *m.lock() += 1);
-        until_sleeps(1);
-        drop(g);
-    });
     let s = stats::snapshot();
     assert_eq!(s.guesses_missed, 1, "{s:?}");
     assert_eq!(m.into_inner(), 102);
@@ -301,23 +312,12 @@ fn a_wake_of_a_sleeping_thread_counts_one_system_call() {
     let _serial = serial();
     let m = Mutex::new(0u64);
     stats::reset();
-    for _ in 0..100 {
-        *m.lock() += 1;
-    }
-    let clean = stats::snapshot();
+    // 100 ms: long enough for the sleeper to be asleep in the OS, not on
+    // its way there. Its starvation timer (1 ms) fires meanwhile: it marks
+    // itself and sleeps again, and the unlock's nudge is the one system
+    // call (the hand-off after its new mark finds it running).
+    let clean = clean_then_release_to_a_sleeper(&m, Duration::from_millis(100));
     assert_eq!(clean.wake_calls, 0, "{clean:?}");
-    let g = m.lock();
-    thread::scope(|s| {
-        // A thread that has never been woken does not poll for its wake.
-        s.spawn(|| *m.lock() += 1);
-        until_sleeps(1);
-        // Long enough for it to be asleep in the OS, not on its way there.
-        // Its starvation timer (1 ms) fires meanwhile: it marks itself and
-        // sleeps again, and the unlock's nudge is the one system call (the
-        // hand-off after its new mark finds it running).
-        thread::sleep(Duration::from_millis(100));
-        drop(g);
-    });
     let s = stats::snapshot();
     assert_eq!(s.wake_calls, 1, "{s:?}");
     assert!(s.wake_call_total > Duration::ZERO, "{s:?}");
