@@ -160,8 +160,9 @@ pub struct Stats {
     /// running again already, e.g. after its timeout), made by a wake or a
     /// hand-off of a mutex's sleeper, a nudge, or a condition variable's
     /// notification. A wake that finds its thread still polling or on its
-    /// way to that commitment makes none. Once every lock call has returned and with no condition
-    /// variable in use, at most `wakes + nudges`.
+    /// way to that commitment makes none. Once every lock call has
+    /// returned and with no condition variable in use, at most `wakes +
+    /// nudges`.
     pub wake_calls: u64,
     /// The time the waking threads spent in those calls, summed: the
     /// waker's share of a wake (an unlock pays it after its release, with
@@ -439,8 +440,8 @@ pub(crate) fn woken(ticks: u64) {
     WAKE_LATENCY_MAX.raise(ticks);
 }
 
-/// Counts a system call that woke a sleeping thread, which started at tick
-/// `start` (the parkers' wake).
+/// Counts a system call made to wake a sleeping thread, which started at
+/// tick `start` (the parkers' wake).
 #[inline(always)]
 pub(crate) fn wake_call(start: u64) {
     // A reading behind `start` (the thread moved to a CPU whose counter

@@ -1,6 +1,6 @@
 //! What one futex wake costs on this machine: the time the waking thread
-//! spends in the `FUTEX_WAKE` system call, and the time from that call to
-//! the woken thread running, as a function of how long the sleeper had
+//! spends in the `FUTEX_WAKE` system call, and the time from the start of
+//! that call to the woken thread running, as a function of how long the sleeper had
 //! slept (its CPU idle) when the wake came. A mutex's unlock that wakes a
 //! sleeper pays the first while the lock is free; a lock handed to the
 //! sleeper waits for the second.
@@ -44,7 +44,8 @@ mod linux {
     static WORD: AtomicU32 = AtomicU32::new(0);
     /// Bumped by the sleeper just before each wait (the waker's cue).
     static ASLEEP: AtomicU64 = AtomicU64::new(0);
-    /// When the sleeper last ran after a wake, in ns since `START`, or 0.
+    /// When the sleeper last ran after a wake, in ns since the `start` that
+    /// `main` passes it, or 0.
     static RAN_AT: AtomicU64 = AtomicU64::new(0);
 
     const IDLE_NS: [u64; 6] = [2_000, 10_000, 50_000, 100_000, 200_000, 1_000_000];
