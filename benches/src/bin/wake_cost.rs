@@ -33,6 +33,10 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
+#[path = "common/cpu.rs"]
+mod cpu;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use std::hint::spin_loop;
     use std::sync::atomic::AtomicU32;
@@ -102,18 +106,13 @@ mod linux {
             },
         };
         let info = read("/proc/cpuinfo").unwrap_or_default();
-        let field = |name: &str| {
-            info.lines()
-                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-                .and_then(|l| l.split(':').nth(1))
-                .map_or("?", str::trim)
+        let id = super::cpu::cpu_id(&info);
+        let cpu = match id.split_once('/') {
+            Some((family, model)) => {
+                format!("{} (family {family}, model {model})", super::cpu::cpu_model(&info))
+            }
+            None => super::cpu::cpu_model(&info),
         };
-        let cpu = format!(
-            "{} (family {}, model {})",
-            field("model name"),
-            field("cpu family"),
-            field("model")
-        );
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let driver = read("/sys/devices/system/cpu/cpuidle/current_driver");
         let poll = read("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
