@@ -1821,21 +1821,17 @@ struct Tuning {
 /// is measured.
 fn tuning() -> Vec<Tuning> {
     const SOURCE: &str = include_str!("../src/arch/mod.rs");
-    const NAMES: [&str; 14] = [
+    const NAMES: [&str; 10] = [
         "SPIN_NS",
-        "PING_PONG_NS",
-        "PING_PONG_PAUSE_NS",
-        "MAX_LOOK_GAP_NS",
+        "PING_PONG_MAX_NS",
         "STARVING_NS",
         "STARVING_FEW_NS",
         "STARVED_AWAKE_NS",
-        "LOOK_NS",
         "ARRIVAL_YIELDS",
         "YIELD_BUSY_NS",
+        "WAKE_POLL_MAX_NS",
         "BACKLOG_PER_CPU",
         "HAND_OFF_AWAKE_NS",
-        "STARVING_HAND_OFF_YIELDS",
-        "PING_PONG_MAX_NS",
     ];
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES

@@ -1536,7 +1536,7 @@ fn hand_over<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 /// A ping-pong pause that ends with the lock free, and free for one look
 /// gap, was a hand-over the pause delayed: two threads passing the lock
 /// back and forth around a critical section shorter than the pause
-/// (`arch::PING_PONG_PAUSE_NS`) find it so. The window is widened
+/// (`arch::ping_pong_pause_ns`) find it so. The window is widened
 /// (`WidePingPong`) so that every spin episode after a spin acquisition
 /// pauses. This is also the negative control of `ping_pong_spinners_pause`'s
 /// count of pauses that ended with the lock held (here few do), and of
@@ -1569,7 +1569,7 @@ fn hand_over_pauses_end_with_the_lock_free() {
 
 /// A thread's ping-pong window doubles when a pause ends with the lock
 /// held, up to `arch::PING_PONG_MAX_NS`, and halves when it ends with the
-/// lock free, down to `arch::PING_PONG_NS`; and it decides whether a spin
+/// lock free, down to `arch::ping_pong_ns`; and it decides whether a spin
 /// acquisition a while ago was recent.
 #[test]
 #[cfg_attr(miri, ignore = "reads the tick counter and spins for microseconds")]

@@ -27,183 +27,145 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
-/// How long the one spinning waiter busy-waits for the lock before it yields
-/// once and then sleeps, in nanoseconds.
-///
-/// A futex sleep and wake costs the sleeper several microseconds before it
-/// runs again, so spinning pays only while the expected wait is shorter than
-/// that: 2 µs is below that cost and above a 1 µs critical section, so a
-/// spinner catches its release.
-/// Measurements: docs/benchmarks.md, "The constants".
+// The timing constants. Eleven values are chosen; the four timings that
+// the sweeps found flat over a range (docs/benchmarks.md, "The constants")
+// are derived from the value that sets their scale, so that they follow it.
+// Each doc says what the value governs and why it is of that order; how it
+// was measured is in docs/benchmarks.md, "The constants".
+
+/// How long the one spinning waiter busy-waits for the lock before it
+/// yields once and sleeps. A futex sleep and wake costs the sleeper several
+/// microseconds before it runs again, so spinning pays only for shorter
+/// waits: 2 µs is below that and above a 1 µs critical section.
 pub(crate) const SPIN_NS: u64 = 2_000;
+
+/// How long a spinner in a ping-pong (see [`ping_pong_ns`]) waits before
+/// its first look: three quarters of the spin budget `spin_ns`, leaving the
+/// rest for looks. Looking at once, two busy threads trade the lock on
+/// nearly every acquisition, each a cross-core transfer of the line; the
+/// pause lets the holder run a batch from its own cache.
+pub(crate) const fn ping_pong_pause_ns(spin_ns: u64) -> u64 {
+    spin_ns - spin_ns / 4
+}
 
 /// The narrowest ping-pong window, and each thread's first: a thread that
 /// took the lock by spinning less than its window ago and finds it held
-/// again spins lazily (see [`PING_PONG_PAUSE_NS`]); the window adapts per
-/// thread up to [`PING_PONG_MAX_NS`]. Short enough that two threads passing
-/// the lock back and forth around a 1 µs critical section are not taken for
-/// a ping-pong, as they were at the 2 µs spin budget.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const PING_PONG_NS: u64 = 500;
+/// again pauses (see [`ping_pong_pause_ns`]). A quarter of the spin budget
+/// `spin_ns`: well under the critical sections the budget is sized to
+/// catch, so that two threads passing the lock around one are not taken
+/// for a ping-pong (the whole budget was too wide).
+pub(crate) const fn ping_pong_ns(spin_ns: u64) -> u64 {
+    spin_ns / 4
+}
 
-/// The widest a thread's ping-pong window grows; [`PING_PONG_NS`] is the
-/// narrowest. A pause that ends with the lock held (a holder running its
-/// acquisitions back to back) doubles the window; one that finds it free for
-/// a look gap ([`MAX_LOOK_GAP_NS`]: a hand-over the pause delayed) halves it.
-/// 10 µs: the fixed window that served the ping-pong cells, which no fixed
-/// window could do without delaying the hand-overs.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// The widest a thread's ping-pong window grows: a pause that ends with the
+/// lock held doubles it, one that finds it free for a look gap (a hand-over
+/// the pause delayed) halves it. 10 µs: the fixed window that served the
+/// ping-pong cells, which no fixed window could do without delaying
+/// hand-overs.
 pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
-/// How long a spinner in a ping-pong (see [`PING_PONG_NS`]) waits before its
-/// first look at the lock word, inside the spin budget ([`SPIN_NS`]). Looking
-/// at once, the pair trades the lock on nearly every acquisition, each trade a
-/// cross-core transfer of the line; the pause lets the holder run a batch from
-/// its own cache. 1.5 µs: inside the range where the pair's throughput is
-/// flat, leaving a quarter of the budget for looks.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const PING_PONG_PAUSE_NS: u64 = 1_500;
-
-/// The longest a spinner goes between two looks at the lock word: the spin
-/// hints between looks double from one up to this long, counted in hints
-/// whose cost is calibrated once per process ([`hints_in_ns`]), since it
-/// varies tenfold between x86 cores. Each look pulls the cache line away from
-/// the holder, and a long gap lets a release go unnoticed: 200 ns is a small
-/// fraction of a 1 µs critical section.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const MAX_LOOK_GAP_NS: u64 = 200;
+/// The longest a spinner goes between two looks at the lock word (spin
+/// hints double up to it, their cost calibrated by [`hints_in_ns`]): a
+/// tenth of the spin budget `spin_ns`, ten looks at least. Each look pulls
+/// the line from the holder; a long gap lets a release go unnoticed.
+pub(crate) const fn max_look_gap_ns(spin_ns: u64) -> u64 {
+    spin_ns / 10
+}
 
 /// A sleeper that has waited this long (since its first yield or push, see
-/// `lock::start_clock`; [`STARVING_FEW_NS`] if its latest push found few
-/// sleepers) marks itself starving and is handed the lock (the `algorithm`
-/// docs give the bound); looks and stack owners judge twice this long
-/// starving too. Each hand-off holds the lock while its recipient gets a
-/// CPU: milliseconds, far above a futex wake, keep hand-offs rare.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// `lock::start_clock`) while sleepers are backed up marks itself starving
+/// and is handed the lock (the `algorithm` docs give the bound); looks and
+/// stack owners judge twice this long starving too. Each hand-off holds the
+/// lock while its recipient gets a CPU, so hand-offs must stay rare.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
-/// push found sleepers not backed up ([`crate::lock::BACKLOG`] clear); the
-/// longer [`STARVING_NS`] applies while they are. A shorter threshold buys
-/// fairness at a few threads and costs throughput at many, where hand-offs to
-/// sleeping threads set the pace; the flag, read for free in the word the
-/// push replaced, tells the two apart.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// push found sleepers not backed up ([`crate::lock::BACKLOG`] clear). A
+/// shorter threshold buys fairness at a few threads and costs throughput at
+/// many, where hand-offs to sleeping threads set the pace.
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
-/// How long a sleeper that has just marked itself starving (or marked
-/// itself anew after a nudge) spins (spin hints, no yield) for its hand-off
-/// before it sleeps again. The holder's
-/// unlock hands it the lock, often within a critical section or two, and a
-/// recipient that is running spares the lock the wake latency; a yield could
-/// send it to the back of the run queue for milliseconds. 10 µs covers a few
-/// critical sections without burning much CPU when the hand-off is late.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// How often one thread that takes locks by spinning looks at the oldest
+/// sleeper (it takes the stack while it holds the lock): a quarter of the
+/// shorter starvation threshold `starving_few_ns`, so that a starving
+/// sleeper is noticed within a quarter of its threshold.
+pub(crate) const fn look_ns(starving_few_ns: u64) -> u64 {
+    starving_few_ns / 4
+}
+
+/// How long a sleeper that has just marked itself starving spins for its
+/// hand-off before it sleeps again: the holder's unlock hands it over within
+/// a critical section or two, and a running recipient spares the lock the
+/// wake latency (a yield could queue it for milliseconds).
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
-/// in starvation mode) yields before it sleeps, on arrival and after each
-/// wake past the spinner that handed it nothing (see `Lock::wait`); after
-/// the first, only while its yields run other threads ([`YIELD_BUSY_NS`])
-/// and its starvation threshold has not passed. A runnable waiter gets the
-/// lock when it next runs; under oversubscription a sleeper's wake comes late.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// starving) yields before it sleeps, on arrival and after a wake past the
+/// spinner; after the first, only while its yields run other threads
+/// ([`YIELD_BUSY_NS`]) and its starvation threshold has not passed.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
-/// The longest wake latency for which a waiter polls its own node for its
-/// wake before it sleeps in the OS (the poll lasts as long as that
-/// latency, see `Platform::wait_for_wake`): a longer one is a wait for a
-/// CPU (the CPUs are oversubscribed), where a poll only takes a CPU from
-/// others; it bounds the CPU one wait can burn.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
-
-/// How many times a thread that waits for another thread to give the
-/// waiter stack back yields before it sleeps instead (1 µs, doubling up to
-/// 1 ms). Stack owners hold the stack for a few steps, so the yields end the
-/// wait unless the owner lost its CPU to a thread that does not yield to it
-/// (of higher real-time priority, such as the waiter itself under
-/// `SCHED_FIFO`), for which only a sleep lets the owner run.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
-
 /// A waiter's yield that took at least this long ran other threads, so the
-/// waiter may yield again (see [`ARRIVAL_YIELDS`]). A yield that finds nobody
-/// else runnable is one system call (under a microsecond); one that runs
-/// another thread costs two context switches and that thread's time on the
-/// CPU. 5 µs: a lower value yields more often for little, a higher one lets
-/// waiters sleep sooner and loses the fairness the yields buy.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// waiter may yield again (see [`ARRIVAL_YIELDS`]): a yield that finds
+/// nobody runnable is one system call, under a microsecond.
 pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
 
-/// How often one thread that takes locks by spinning looks at the oldest
-/// sleeper (the look takes the stack while the thread holds the lock; two
-/// CASes on a line the holder owns, plus a read of the tail node). A
-/// quarter of [`STARVING_NS`], so a starving sleeper is noticed within
-/// about a quarter of its threshold by any thread that keeps spinning.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const LOOK_NS: u64 = 250_000;
+/// The longest wake latency for which a waiter polls its own node for its
+/// wake before it sleeps (see `Platform::wait_for_wake`): a longer one is a
+/// wait for a CPU, where a poll takes a CPU from others. It bounds the CPU
+/// one wait can burn.
+pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
 
 /// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
-/// spinner) while pops, looks or pushes beside a spinner find more than this
-/// many per CPU on the stack (the process's affinity mask on Linux). With
-/// many more sleepers than CPUs, skipped wakes leave the stack to the
-/// starvation hand-offs; with few, skipping the wake keeps the lock cheap.
-/// 4: a margin over the 1-2 per CPU that cost the 8-16-thread cells.
-/// Measurements: docs/benchmarks.md, "The constants".
+/// spinner) while the stack holds more than this many per CPU (the affinity
+/// mask on Linux): then skipped wakes would leave the stack to the
+/// starvation hand-offs. 4: a margin over the 1-2 that cost 8-16 threads.
 pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 
 /// How long after its `unlock_fair` handed the lock to a sleeper a thread
-/// that waits for the lock again yields instead of sleeping (its next `lock`,
-/// or the one in `bump`). The lock stays held until the recipient runs; a
-/// waiter that sleeps meanwhile joins the stack the next fair unlocks hand
-/// from, and once all sleep, every acquisition waits for a wake. 200 µs covers
-/// a hand-off's delay several times over and is a tenth of [`STARVING_NS`].
-/// Measurements: docs/benchmarks.md, "The constants".
+/// that waits for that lock again yields instead of sleeping: a waiter that
+/// sleeps meanwhile joins the stack the next fair unlocks hand from, and
+/// once all sleep, every acquisition waits for a wake. 200 µs covers a
+/// hand-off's delay several times over.
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 
-/// How many times an unlock in starvation mode yields its CPU right after
-/// it handed the lock to a sleeper or nudged one (0 turns the rule off; see
-/// `Lock::unlock_starving`). The recipient, or the nudged thread that is to
-/// mark itself anew, must run to go on, and under oversubscription a woken
-/// thread can wait a whole scheduler slice for a CPU while the unlocker runs
-/// on; Go's `sync.Mutex` yields there too. Only 0 and 1 have been measured.
-/// Measurements: docs/benchmarks.md, "The constants".
-pub(crate) const STARVING_HAND_OFF_YIELDS: u64 = 1;
+/// How many times a thread that waits for another to give the waiter stack
+/// back yields before it sleeps instead (1 µs doubling to 1 ms): owners
+/// hold the stack for a few steps, unless one lost its CPU to a thread that
+/// never yields to it (a real-time waiter), which only a sleep lets run.
+pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
 
 /// A tuning constant that the `tuning` feature lets the environment
-/// override (benchmarks only: `benches/sweep.sh` sweeps them).
+/// override (benchmarks only: `benches/sweep.sh` sweeps them). The derived
+/// timings follow the constant they are derived from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Knob {
     /// [`SPIN_NS`].
     Spin,
-    /// [`PING_PONG_NS`].
-    PingPong,
+    /// [`PING_PONG_MAX_NS`].
+    PingPongMax,
     /// [`STARVING_NS`].
     Starving,
-    /// [`LOOK_NS`].
-    Look,
-    /// [`PING_PONG_PAUSE_NS`].
-    PingPongPause,
-    /// [`MAX_LOOK_GAP_NS`].
-    MaxLookGap,
+    /// [`STARVING_FEW_NS`].
+    StarvingFew,
     /// [`STARVED_AWAKE_NS`].
     StarvedAwake,
     /// [`ARRIVAL_YIELDS`].
     ArrivalYields,
     /// [`YIELD_BUSY_NS`].
     YieldBusy,
+    /// [`WAKE_POLL_MAX_NS`].
+    WakePollMax,
     /// [`BACKLOG_PER_CPU`].
     BacklogPerCpu,
-    /// [`STARVING_FEW_NS`].
-    StarvingFew,
     /// [`HAND_OFF_AWAKE_NS`].
     HandOffAwake,
-    /// [`STARVING_HAND_OFF_YIELDS`].
-    StarvingHandOffYields,
-    /// [`PING_PONG_MAX_NS`].
-    PingPongMax,
 }
+
+/// How many knobs there are.
+#[cfg(feature = "tuning")]
+const KNOBS: usize = Knob::HandOffAwake as usize + 1;
 
 impl Knob {
     /// The constant's name; its environment variable is `SPINBIT_<name>`.
@@ -211,19 +173,15 @@ impl Knob {
     fn name(self) -> &'static str {
         match self {
             Knob::Spin => "SPIN_NS",
-            Knob::PingPong => "PING_PONG_NS",
+            Knob::PingPongMax => "PING_PONG_MAX_NS",
             Knob::Starving => "STARVING_NS",
-            Knob::Look => "LOOK_NS",
-            Knob::PingPongPause => "PING_PONG_PAUSE_NS",
-            Knob::MaxLookGap => "MAX_LOOK_GAP_NS",
+            Knob::StarvingFew => "STARVING_FEW_NS",
             Knob::StarvedAwake => "STARVED_AWAKE_NS",
             Knob::ArrivalYields => "ARRIVAL_YIELDS",
             Knob::YieldBusy => "YIELD_BUSY_NS",
+            Knob::WakePollMax => "WAKE_POLL_MAX_NS",
             Knob::BacklogPerCpu => "BACKLOG_PER_CPU",
-            Knob::StarvingFew => "STARVING_FEW_NS",
             Knob::HandOffAwake => "HAND_OFF_AWAKE_NS",
-            Knob::StarvingHandOffYields => "STARVING_HAND_OFF_YIELDS",
-            Knob::PingPongMax => "PING_PONG_MAX_NS",
         }
     }
 }
@@ -247,7 +205,7 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
     use std::sync::OnceLock;
-    static VALUES: [OnceLock<u64>; 14] = [const { OnceLock::new() }; 14];
+    static VALUES: [OnceLock<u64>; KNOBS] = [const { OnceLock::new() }; KNOBS];
     *VALUES[knob as usize].get_or_init(|| read_tuning(knob, default))
 }
 
@@ -390,6 +348,18 @@ mod tests {
         // Lower bound only (the calibration keeps the fastest of its runs,
         // so the count is not too small): a busy machine may stretch it.
         assert!(t0.elapsed() >= std::time::Duration::from_micros(100), "{n} hints");
+    }
+
+    // The derived timings keep the values their sweeps measured (the
+    // docs and docs/benchmarks.md give them).
+    #[test]
+    fn derived_timings_are_the_measured_values() {
+        assert_eq!(ping_pong_pause_ns(SPIN_NS), 1_500);
+        assert_eq!(ping_pong_ns(SPIN_NS), 500);
+        assert_eq!(max_look_gap_ns(SPIN_NS), 200);
+        assert_eq!(look_ns(STARVING_FEW_NS), 250_000);
+        // Within the spin budget, as the pause's doc says.
+        assert!(ping_pong_pause_ns(SPIN_NS) < SPIN_NS);
     }
 
     #[test]

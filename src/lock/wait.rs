@@ -621,9 +621,9 @@ impl<P: Platform> Lock<P> {
     /// the episode at once.
     ///
     /// With `ping_pong` (this thread took the lock by spinning moments ago,
-    /// within its window: see `arch::PING_PONG_NS` and
+    /// within its window: see `arch::ping_pong_ns` and
     /// `arch::PING_PONG_MAX_NS`), the episode starts with a pause without
-    /// looks (`arch::PING_PONG_PAUSE_NS`): two threads that re-take the lock
+    /// looks (`arch::ping_pong_pause_ns`): two threads that re-take the lock
     /// at once would otherwise trade it on every acquisition, each trade a
     /// cross-core transfer of the line, while the holder runs a batch of
     /// acquisitions from its own cache during the pause. What the pause
@@ -636,7 +636,7 @@ impl<P: Platform> Lock<P> {
         }
         let mut s = self.state.load(Relaxed);
         // Spin hints between two looks at the word, doubling up to the
-        // platform's cap (`arch::MAX_LOOK_GAP_NS`): each look pulls the cache
+        // platform's cap (`arch::max_look_gap_ns`): each look pulls the cache
         // line away from the holder. Timing each look with `RDTSCP` and
         // halving the gap after one that hit in this core's cache
         // (`benches/patches/timed-looks.patch`) helped the hand-off cells

@@ -291,8 +291,8 @@ impl<P: Platform> Lock<P> {
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.
         // The lock is the recipient's from now on (or, after a nudge, the
         // nudged thread is to mark itself anew), but it may not run for a
-        // scheduler slice while we hold a CPU: give ours up
-        // (`arch::STARVING_HAND_OFF_YIELDS`).
+        // scheduler slice while we hold a CPU: give ours up, once (Go's
+        // `sync.Mutex` yields there too).
         if unsafe { self.hand_off_or_nudge(s) } && P::yield_after_starving_hand_off() {
             P::record(Event::YieldedAfterHandOff);
         }

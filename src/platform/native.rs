@@ -74,7 +74,7 @@ std::thread_local! {
     /// When this thread last took a lock by spinning (ticks). Touched only
     /// on slow paths.
     static LAST_SPIN_ACQUIRE: Cell<u64> = const { Cell::new(0) };
-    /// This thread's ping-pong window (ns), between `arch::PING_PONG_NS`
+    /// This thread's ping-pong window (ns), between `arch::ping_pong_ns`
     /// and `arch::PING_PONG_MAX_NS`; 0 until its first pause ends (the
     /// narrowest). Per thread, not per lock: a thread that spins for
     /// several locks adapts to their mix.
@@ -116,6 +116,13 @@ fn waited(since: u64) -> u64 {
     if (d as i64) < 0 { 0 } else { d }
 }
 
+/// The one spinner's budget in nanoseconds (`arch::SPIN_NS`), which the
+/// spinner's other timings are derived from.
+#[inline]
+fn spin_ns() -> u64 {
+    arch::tuned(Knob::Spin, arch::SPIN_NS)
+}
+
 /// This thread's ping-pong window in nanoseconds (see
 /// `arch::PING_PONG_MAX_NS`).
 #[inline]
@@ -124,11 +131,11 @@ pub(crate) fn ping_pong_window_ns() -> u64 {
 }
 
 /// The narrowest and the widest ping-pong window in nanoseconds:
-/// `arch::PING_PONG_NS` and `arch::PING_PONG_MAX_NS` (at least the
+/// `arch::ping_pong_ns` and `arch::PING_PONG_MAX_NS` (at least the
 /// narrowest).
 #[inline]
 pub(crate) fn ping_pong_bounds_ns() -> (u64, u64) {
-    let narrowest = arch::tuned(Knob::PingPong, arch::PING_PONG_NS);
+    let narrowest = arch::ping_pong_ns(spin_ns());
     (narrowest, arch::tuned(Knob::PingPongMax, arch::PING_PONG_MAX_NS).max(narrowest))
 }
 
@@ -186,11 +193,11 @@ pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time:
 /// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
 pub(crate) struct NativeWith<K, V, const MAX_PASSES: u32>(PhantomData<(K, V)>);
 
-/// The most spin hints between two looks at a word (`arch::MAX_LOOK_GAP_NS`
+/// The most spin hints between two looks at a word (`arch::max_look_gap_ns`
 /// in hints); the first call in a process calibrates the hint's cost.
 #[inline]
 fn max_look_gap_hints() -> u32 {
-    arch::hints_in_ns(arch::tuned(Knob::MaxLookGap, arch::MAX_LOOK_GAP_NS))
+    arch::hints_in_ns(arch::max_look_gap_ns(spin_ns()))
 }
 
 impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
@@ -282,7 +289,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     #[inline(always)]
     fn spin_deadline() -> (u64, u64) {
         let now = arch::ticks();
-        (now, now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Spin, arch::SPIN_NS))))
+        (now, now.wrapping_add(arch::ns_to_ticks(spin_ns())))
     }
     #[inline]
     fn awake_after_hand_off(lock: usize) -> bool {
@@ -298,11 +305,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     }
     #[inline]
     fn yield_after_starving_hand_off() -> bool {
-        let yields = arch::tuned(Knob::StarvingHandOffYields, arch::STARVING_HAND_OFF_YIELDS);
-        for _ in 0..yields {
-            std::thread::yield_now();
-        }
-        yields > 0
+        std::thread::yield_now();
+        true
     }
     #[inline(always)]
     fn release_guess() -> usize {
@@ -334,10 +338,7 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
     }
     #[inline]
     fn ping_pong_pause(started: u64) {
-        let until = started.wrapping_add(arch::ns_to_ticks(arch::tuned(
-            Knob::PingPongPause,
-            arch::PING_PONG_PAUSE_NS,
-        )));
+        let until = started.wrapping_add(arch::ns_to_ticks(arch::ping_pong_pause_ns(spin_ns())));
         while arch::ticks() < until {
             for _ in 0..4 {
                 arch::spin_hint();
@@ -354,9 +355,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         // did before, so short-lived threads look too.
         NEXT_LOOK.with(|next| {
             if now.wrapping_sub(next.get()) as i64 >= 0 {
-                next.set(
-                    now.wrapping_add(arch::ns_to_ticks(arch::tuned(Knob::Look, arch::LOOK_NS))),
-                );
+                let few = arch::tuned(Knob::StarvingFew, arch::STARVING_FEW_NS);
+                next.set(now.wrapping_add(arch::ns_to_ticks(arch::look_ns(few))));
                 true
             } else {
                 false
@@ -425,7 +425,11 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
             Wait::Notify => NOTIFY_WAITED.with(Cell::get),
         };
         if latency == 0
-            || latency > arch::ns_to_ticks(V::WAKE_POLL_MAX_NS.unwrap_or(arch::WAKE_POLL_MAX_NS))
+            || latency
+                > arch::ns_to_ticks(
+                    V::WAKE_POLL_MAX_NS
+                        .unwrap_or_else(|| arch::tuned(Knob::WakePollMax, arch::WAKE_POLL_MAX_NS)),
+                )
             || waited >= latency
         {
             return false;

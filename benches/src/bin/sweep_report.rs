@@ -132,8 +132,10 @@ fn load(path: &str) -> Result<Point, String> {
 
 /// The constant's value in the source this tool is built with.
 fn default_of(name: &str) -> Option<f64> {
-    // Every constant is in src/arch/mod.rs (MAX_BACKOFF, in spin hints, was
-    // in src/lock.rs until MAX_LOOK_GAP_NS replaced it: no default now).
+    // Every constant is in src/arch/mod.rs. None for a constant swept by an
+    // older build that has since gone or become derived (MAX_BACKOFF,
+    // PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, LOOK_NS,
+    // STARVING_HAND_OFF_YIELDS): no default now.
     include_str!("../../../src/arch/mod.rs")
         .lines()
         .map(|l| {
