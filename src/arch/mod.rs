@@ -27,11 +27,11 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
-// The timing constants. Eleven values are chosen; the four timings that
-// the sweeps found flat over a range (docs/benchmarks.md, "The constants")
-// are derived from the value that sets their scale, so that they follow it.
-// Each doc says what the value governs and why it is of that order; how it
-// was measured is in docs/benchmarks.md, "The constants".
+// The timing constants. Eleven values are chosen; four timings whose
+// sweeps were flat around their value (docs/benchmarks.md, "Fewer
+// constants") are derived from the value that sets their scale, at ratios
+// chosen at the defaults. Each doc says what the value governs; how it was
+// measured is in docs/benchmarks.md, "The constants".
 
 /// How long the one spinning waiter busy-waits for the lock before it
 /// yields once and sleeps. A futex sleep and wake costs the sleeper several
@@ -67,17 +67,19 @@ pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
 /// The longest a spinner goes between two looks at the lock word (spin
 /// hints double up to it, their cost calibrated by [`hints_in_ns`]): a
-/// tenth of the spin budget `spin_ns`, ten looks at least. Each look pulls
-/// the line from the holder; a long gap lets a release go unnoticed.
+/// tenth of the spin budget `spin_ns`. Each look pulls the line from the
+/// holder; a long gap lets a release go unnoticed.
 pub(crate) const fn max_look_gap_ns(spin_ns: u64) -> u64 {
     spin_ns / 10
 }
 
-/// A sleeper that has waited this long (since its first yield or push, see
-/// `lock::start_clock`) while sleepers are backed up marks itself starving
-/// and is handed the lock (the `algorithm` docs give the bound); looks and
-/// stack owners judge twice this long starving too. Each hand-off holds the
-/// lock while its recipient gets a CPU, so hand-offs must stay rare.
+/// The starvation threshold of a sleeper whose latest push found sleepers
+/// backed up ([`crate::lock::BACKLOG`]; `lock::start_clock` says when its
+/// clock starts): past it, the sleeper marks itself starving and is served
+/// first (the `algorithm` docs give the bound); looks and stack owners
+/// judge a sleeper that waited twice this long starving. Milliseconds, far
+/// above a wake: each hand-off or nudge to a sleeping thread waits for it
+/// to run.
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
@@ -87,23 +89,25 @@ pub(crate) const STARVING_NS: u64 = 2_000_000;
 pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 
 /// How often one thread that takes locks by spinning looks at the oldest
-/// sleeper (it takes the stack while it holds the lock): a quarter of the
-/// shorter starvation threshold `starving_few_ns`, so that a starving
-/// sleeper is noticed within a quarter of its threshold.
-pub(crate) const fn look_ns(starving_few_ns: u64) -> u64 {
-    starving_few_ns / 4
+/// sleeper (it takes the stack while it holds the lock): an eighth of
+/// `starving_ns` ([`STARVING_NS`]), so that a sleeper past the looks'
+/// judgement (twice that) is noticed within a sixteenth of it.
+pub(crate) const fn look_ns(starving_ns: u64) -> u64 {
+    starving_ns / 8
 }
 
 /// How long a sleeper that has just marked itself starving spins for its
 /// hand-off before it sleeps again: the holder's unlock hands it over within
 /// a critical section or two, and a running recipient spares the lock the
-/// wake latency (a yield could queue it for milliseconds).
+/// wake latency (a yield could queue it for milliseconds). 10 µs covers a
+/// few critical sections without burning much CPU when it comes late.
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
 /// starving) yields before it sleeps, on arrival and after a wake past the
 /// spinner; after the first, only while its yields run other threads
-/// ([`YIELD_BUSY_NS`]) and its starvation threshold has not passed.
+/// ([`YIELD_BUSY_NS`]) and, unless sleepers are backed up, its starvation
+/// threshold has not passed.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
 /// A waiter's yield that took at least this long ran other threads, so the
@@ -163,7 +167,8 @@ pub(crate) enum Knob {
     HandOffAwake,
 }
 
-/// How many knobs there are.
+/// How many knobs there are: the last variant's index plus one (a new knob
+/// goes last, or this must name the new last one).
 #[cfg(feature = "tuning")]
 const KNOBS: usize = Knob::HandOffAwake as usize + 1;
 
@@ -357,7 +362,7 @@ mod tests {
         assert_eq!(ping_pong_pause_ns(SPIN_NS), 1_500);
         assert_eq!(ping_pong_ns(SPIN_NS), 500);
         assert_eq!(max_look_gap_ns(SPIN_NS), 200);
-        assert_eq!(look_ns(STARVING_FEW_NS), 250_000);
+        assert_eq!(look_ns(STARVING_NS), 250_000);
         // Within the spin budget, as the pause's doc says.
         assert!(ping_pong_pause_ns(SPIN_NS) < SPIN_NS);
     }

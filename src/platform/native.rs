@@ -355,8 +355,8 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         // did before, so short-lived threads look too.
         NEXT_LOOK.with(|next| {
             if now.wrapping_sub(next.get()) as i64 >= 0 {
-                let few = arch::tuned(Knob::StarvingFew, arch::STARVING_FEW_NS);
-                next.set(now.wrapping_add(arch::ns_to_ticks(arch::look_ns(few))));
+                let starving = arch::tuned(Knob::Starving, arch::STARVING_NS);
+                next.set(now.wrapping_add(arch::ns_to_ticks(arch::look_ns(starving))));
                 true
             } else {
                 false

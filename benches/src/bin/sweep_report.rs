@@ -130,12 +130,25 @@ fn load(path: &str) -> Result<Point, String> {
     Ok(Point { constant, value, num, meta, cells })
 }
 
-/// The constant's value in the source this tool is built with.
+/// The constant's value in the source this tool is built with (for one that
+/// has gone, its value when it went).
 fn default_of(name: &str) -> Option<f64> {
-    // Every constant is in src/arch/mod.rs. None for a constant swept by an
-    // older build that has since gone or become derived (MAX_BACKOFF,
-    // PING_PONG_NS, PING_PONG_PAUSE_NS, MAX_LOOK_GAP_NS, LOOK_NS,
-    // STARVING_HAND_OFF_YIELDS): no default now.
+    // The constants of older builds that are now derived or part of a rule
+    // (docs/benchmarks.md, "Fewer constants"), with their values then, so
+    // that those builds' runs at the defaults still show as such.
+    // (MAX_BACKOFF, in spin hints, has no default in nanoseconds.)
+    let gone = match name {
+        "PING_PONG_NS" => Some(500.0),
+        "PING_PONG_PAUSE_NS" => Some(1_500.0),
+        "MAX_LOOK_GAP_NS" => Some(200.0),
+        "LOOK_NS" => Some(250_000.0),
+        "STARVING_HAND_OFF_YIELDS" => Some(1.0),
+        _ => None,
+    };
+    if gone.is_some() {
+        return gone;
+    }
+    // Every other constant is in src/arch/mod.rs.
     include_str!("../../../src/arch/mod.rs")
         .lines()
         .map(|l| {
