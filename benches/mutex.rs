@@ -1833,23 +1833,6 @@ fn tuning() -> Vec<Tuning> {
         "BACKLOG_PER_CPU",
         "HAND_OFF_AWAKE_NS",
     ];
-    // Knobs of older builds, now derived or part of a rule: a run that sets
-    // one would quietly measure the defaults.
-    const GONE: [&str; 5] = [
-        "PING_PONG_NS",
-        "PING_PONG_PAUSE_NS",
-        "MAX_LOOK_GAP_NS",
-        "LOOK_NS",
-        "STARVING_HAND_OFF_YIELDS",
-    ];
-    for name in GONE {
-        if std::env::var_os(format!("SPINBIT_{name}")).is_some() {
-            panic!(
-                "SPINBIT_{name} is no longer a tuning constant (docs/benchmarks.md, \
-                 \"Fewer constants\"): unset it"
-            );
-        }
-    }
     let parse = |t: &str| t.trim().replace('_', "").parse::<u64>();
     NAMES
         .iter()

@@ -205,7 +205,9 @@ pub(crate) const fn tuned(_knob: Knob, default: u64) -> u64 {
 /// naming the variable: the first use can come while the thread's waiter
 /// node is on the lock's stack or while it owns the stack, and a panic
 /// there would unwind past the node (which lives in the unwound frame) or
-/// leave the stack owned for good.
+/// leave the stack owned for good. So does the variable of a knob that
+/// has gone (now derived, or part of a rule; docs/benchmarks.md, "Fewer
+/// constants"): a run that sets one would measure the defaults unawares.
 #[cfg(feature = "tuning")]
 #[inline]
 pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
@@ -217,6 +219,22 @@ pub(crate) fn tuned(knob: Knob, default: u64) -> u64 {
 #[cfg(feature = "tuning")]
 #[cold]
 fn read_tuning(knob: Knob, default: u64) -> u64 {
+    const GONE: [&str; 5] = [
+        "PING_PONG_NS",
+        "PING_PONG_PAUSE_NS",
+        "MAX_LOOK_GAP_NS",
+        "LOOK_NS",
+        "STARVING_HAND_OFF_YIELDS",
+    ];
+    for gone in GONE {
+        if std::env::var_os(format!("SPINBIT_{gone}")).is_some() {
+            eprintln!(
+                "spinbit (feature `tuning`): SPINBIT_{gone} is no longer a tuning constant \
+                 (docs/benchmarks.md, \"Fewer constants\"); aborting"
+            );
+            std::process::abort()
+        }
+    }
     let var = format!("SPINBIT_{}", knob.name());
     let bad = |why: String| -> ! {
         eprintln!("spinbit (feature `tuning`): {var}{why}; aborting");
