@@ -96,11 +96,12 @@ pub(crate) const fn look_ns(starving_ns: u64) -> u64 {
     starving_ns / 8
 }
 
-/// How long a sleeper that has just marked itself starving spins for its
-/// hand-off before it sleeps again: the holder's unlock hands it over within
-/// a critical section or two, and a running recipient spares the lock the
-/// wake latency (a yield could queue it for milliseconds). 10 µs covers a
-/// few critical sections without burning much CPU when it comes late.
+/// How long a sleeper that has just marked itself starving (or anew, after
+/// a nudge) spins for its hand-off before it sleeps again: the holder's
+/// unlock hands it over within a critical section or two, and a running
+/// recipient spares the lock the wake latency (a yield could queue it for
+/// milliseconds). 10 µs covers a few critical sections without burning
+/// much CPU when it comes late.
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most times a waiter that finds another thread spinning (or the lock
