@@ -440,19 +440,11 @@ pub(crate) fn woken(ticks: u64) {
     WAKE_LATENCY_MAX.raise(ticks);
 }
 
-/// Ticks of `arch::ticks` since `start`. A reading behind `start` (the
-/// thread moved to a CPU whose counter lags) counts as no time.
-#[inline(always)]
-fn ticks_since(start: u64) -> u64 {
-    let d = arch::ticks().wrapping_sub(start);
-    if (d as i64) < 0 { 0 } else { d }
-}
-
 /// Counts a system call made to wake a sleeping thread, which started at
 /// tick `start` (the parkers' wake).
 #[inline(always)]
 pub(crate) fn wake_call(start: u64) {
-    let ticks = ticks_since(start);
+    let ticks = arch::ticks_since(start);
     WAKE_CALLS.add(1);
     WAKE_CALL_TOTAL.add(ticks);
     WAKE_CALL_MAX.raise(ticks);
@@ -472,7 +464,7 @@ pub(crate) fn slow_path(site: &'static Location<'static>, slow: impl FnOnce() ->
     SLOW_PATHS.add(1);
     let start = arch::ticks();
     let taken = slow();
-    let ticks = ticks_since(start);
+    let ticks = arch::ticks_since(start);
     WAIT_TOTAL.add(ticks);
     WAIT_MAX.raise(ticks);
     if !taken {

@@ -251,6 +251,18 @@ fn read_tuning(knob: Knob, default: u64) -> u64 {
     }
 }
 
+/// Ticks of [`ticks`] since `since`, a reading that may have been taken on
+/// another CPU (a stack owner reads a sleeper's starvation clock, and a
+/// thread may migrate between its own readings). A reading ahead of ours,
+/// which counters that are not perfectly in step can give, counts as no
+/// time at all, not as the huge unsigned difference that would put the
+/// lock into starvation mode for nothing.
+#[inline]
+pub(crate) fn ticks_since(since: u64) -> u64 {
+    let d = ticks().wrapping_sub(since);
+    if (d as i64) < 0 { 0 } else { d }
+}
+
 /// `ns` nanoseconds in ticks of [`ticks`].
 #[inline]
 pub(crate) fn ns_to_ticks(ns: u64) -> u64 {

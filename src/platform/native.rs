@@ -104,18 +104,6 @@ fn average(avg: &Cell<u64>, sample: u64) {
     avg.set(if a == 0 { sample } else { a - a / 4 + sample / 4 });
 }
 
-/// Ticks since `since`, a reading of the counter that may have been taken
-/// on another CPU (a stack owner reads a sleeper's `since`, and a thread
-/// may migrate between its own readings). A reading ahead of ours, which
-/// counters that are not perfectly in step can give, counts as no time at
-/// all, not as the huge unsigned difference that would put the lock into
-/// starvation mode for nothing.
-#[inline]
-fn waited(since: u64) -> u64 {
-    let d = arch::ticks().wrapping_sub(since);
-    if (d as i64) < 0 { 0 } else { d }
-}
-
 /// The one spinner's budget in nanoseconds (`arch::SPIN_NS`), which the
 /// spinner's other timings are derived from.
 #[inline]
@@ -370,18 +358,18 @@ impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_P
         // a backstop for a sleeper whose timer has fired but which has not
         // run yet.
         let deadline = arch::ns_to_ticks(Self::starving_ns(true));
-        waited(since) > if requeued { deadline } else { deadline.saturating_mul(2) }
+        arch::ticks_since(since) > if requeued { deadline } else { deadline.saturating_mul(2) }
     }
     #[inline]
     fn starve_due(since: u64, backed_up: bool) -> bool {
-        waited(since) >= arch::ns_to_ticks(Self::starving_ns(backed_up))
+        arch::ticks_since(since) >= arch::ns_to_ticks(Self::starving_ns(backed_up))
     }
     #[inline]
     fn starve_deadline(since: u64, backed_up: bool) -> Option<std::time::Instant> {
         // The tick counter and `Instant` are different clocks: carry over
         // what is left of the threshold.
         let threshold = arch::ns_to_ticks(Self::starving_ns(backed_up));
-        let left = threshold.saturating_sub(waited(since));
+        let left = threshold.saturating_sub(arch::ticks_since(since));
         let left_ns = left.saturating_mul(1_000) / arch::ticks_per_us();
         std::time::Instant::now().checked_add(std::time::Duration::from_nanos(left_ns))
     }
