@@ -27,119 +27,77 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
-// The timing constants. Eleven values are chosen; four timings whose
-// sweeps were flat around their value (docs/benchmarks.md, "Fewer
-// constants") are derived from the value that sets their scale, at ratios
-// chosen at the defaults. Each doc says what the value governs; how it was
-// measured is in docs/benchmarks.md, "The constants".
+// The timing constants: eleven chosen values, then four timings derived
+// from the value that sets their scale. Why each value is what it is:
+// docs/benchmarks.md, "The constants".
 
-/// How long the one spinning waiter busy-waits for the lock before it
-/// yields once and sleeps. A futex sleep and wake costs the sleeper several
-/// microseconds before it runs again, so spinning pays only for shorter
-/// waits: 2 µs is below that and above a 1 µs critical section.
+/// The one spinner's busy-wait for the lock before it yields and sleeps:
+/// above a 1 µs critical section, below a futex sleep and wake.
 pub(crate) const SPIN_NS: u64 = 2_000;
 
-/// How long a spinner in a ping-pong (see [`ping_pong_ns`]) waits before
-/// its first look: three quarters of the spin budget `spin_ns`, leaving the
-/// rest for looks. Looking at once, two busy threads trade the lock on
-/// nearly every acquisition, each a cross-core transfer of the line; the
-/// pause lets the holder run a batch from its own cache.
-pub(crate) const fn ping_pong_pause_ns(spin_ns: u64) -> u64 {
-    spin_ns - spin_ns / 4
-}
+/// The widest ping-pong window (see [`ping_pong_ns`]): a pause that ends
+/// with the lock held doubles it; one that finds the lock free halves it.
+pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
-/// The narrowest ping-pong window, and each thread's first: a thread that
-/// took the lock by spinning less than its window ago and finds it held
-/// again pauses (see [`ping_pong_pause_ns`]). A quarter of the spin budget
-/// `spin_ns`: well under the critical sections the budget is sized to
-/// catch, so that two threads passing the lock around one are not taken
-/// for a ping-pong (the whole budget was too wide).
+/// A sleeper that has waited this long (`lock::start_clock`) and whose latest
+/// push found sleepers backed up ([`crate::lock::BACKLOG`]) marks itself
+/// starving and is served first; looks judge twice this starving.
+pub(crate) const STARVING_NS: u64 = 2_000_000;
+
+/// The starvation threshold of a sleeper whose latest push found no backlog.
+pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
+
+/// How long a sleeper that has just marked itself starving (or anew, after
+/// a nudge) spins for its hand-off before it sleeps again.
+pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
+
+/// The most yields of a waiter that finds a spinner (or the lock starving)
+/// before it sleeps; after the first, only while they run other threads.
+pub(crate) const ARRIVAL_YIELDS: u64 = 8;
+
+/// A yield that took this long ran other threads (one that finds nobody
+/// runnable is one system call), so the waiter may yield again.
+pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
+
+/// The longest wake latency for which a waiter polls its node for its wake
+/// (`Platform::wait_for_wake`); a longer one is a wait for a CPU.
+pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
+
+/// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
+/// spinner) while the stack holds more than this many per CPU.
+pub(crate) const BACKLOG_PER_CPU: u64 = 4;
+
+/// How long after its `unlock_fair` handed the lock to a sleeper a thread
+/// that waits for the lock again yields instead of joining the sleepers.
+pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
+
+/// How many yields (1 µs doubling to 1 ms) a wait for a stack owner makes
+/// before it sleeps, so that an owner preempted by a real-time thread runs.
+pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
+
+/// A thread that took the lock by spinning less than its ping-pong window
+/// ago and finds it held again pauses; this is the first and narrowest.
 pub(crate) const fn ping_pong_ns(spin_ns: u64) -> u64 {
     spin_ns / 4
 }
 
-/// The widest a thread's ping-pong window grows: a pause that ends with the
-/// lock held doubles it, one that finds it free for a look gap (a hand-over
-/// the pause delayed) halves it. 10 µs: the fixed window that served the
-/// ping-pong cells, which no fixed window could do without delaying
-/// hand-overs.
-pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
+/// A ping-pong's pause before its first look: the holder runs a batch from
+/// its own cache instead of trading the line on every acquisition.
+pub(crate) const fn ping_pong_pause_ns(spin_ns: u64) -> u64 {
+    spin_ns - spin_ns / 4
+}
 
-/// The longest a spinner goes between two looks at the lock word (spin
-/// hints double up to it, their cost calibrated by [`hints_in_ns`]): a
-/// tenth of the spin budget `spin_ns`. Each look pulls the line from the
-/// holder; a long gap lets a release go unnoticed.
+/// The longest a spinner goes between looks at the lock word (see
+/// [`hints_in_ns`]): each look pulls the line from the holder.
 pub(crate) const fn max_look_gap_ns(spin_ns: u64) -> u64 {
     spin_ns / 10
 }
 
-/// The starvation threshold of a sleeper whose latest push found sleepers
-/// backed up ([`crate::lock::BACKLOG`]; `lock::start_clock` says when its
-/// clock starts): past it, the sleeper marks itself starving and is served
-/// first (the `algorithm` docs give the bound); looks and stack owners
-/// judge a sleeper that waited twice this long starving. Milliseconds, far
-/// above a wake: each hand-off or nudge to a sleeping thread waits for it
-/// to run.
-pub(crate) const STARVING_NS: u64 = 2_000_000;
-
-/// The starvation threshold (see [`STARVING_NS`]) of a sleeper whose latest
-/// push found sleepers not backed up ([`crate::lock::BACKLOG`] clear). A
-/// shorter threshold buys fairness at a few threads and costs throughput at
-/// many, where hand-offs to sleeping threads set the pace.
-pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
-
-/// How often one thread that takes locks by spinning looks at the oldest
-/// sleeper (it takes the stack while it holds the lock): an eighth of
-/// `starving_ns` ([`STARVING_NS`]), so that a sleeper past the looks'
-/// judgement (twice that) is noticed within a sixteenth of it.
+/// How often a thread that takes locks by spinning looks at the oldest
+/// sleeper: a sleeper past the looks' judgement is noticed within 1/16.
 pub(crate) const fn look_ns(starving_ns: u64) -> u64 {
     starving_ns / 8
 }
-
-/// How long a sleeper that has just marked itself starving (or anew, after
-/// a nudge) spins for its hand-off before it sleeps again: the holder's
-/// unlock hands it over within a critical section or two, and a running
-/// recipient spares the lock the wake latency (a yield could queue it for
-/// milliseconds). 10 µs covers a few critical sections without burning
-/// much CPU when it comes late.
-pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
-
-/// The most times a waiter that finds another thread spinning (or the lock
-/// starving) yields before it sleeps, on arrival and after a wake past the
-/// spinner; after the first, only while its yields run other threads
-/// ([`YIELD_BUSY_NS`]) and, unless sleepers are backed up, its starvation
-/// threshold has not passed.
-pub(crate) const ARRIVAL_YIELDS: u64 = 8;
-
-/// A waiter's yield that took at least this long ran other threads, so the
-/// waiter may yield again (see [`ARRIVAL_YIELDS`]): a yield that finds
-/// nobody runnable is one system call, under a microsecond.
-pub(crate) const YIELD_BUSY_NS: u64 = 5_000;
-
-/// The longest wake latency for which a waiter polls its own node for its
-/// wake before it sleeps (see `Platform::wait_for_wake`): a longer one is a
-/// wait for a CPU, where a poll takes a CPU from others. It bounds the CPU
-/// one wait can burn.
-pub(crate) const WAKE_POLL_MAX_NS: u64 = 50_000;
-
-/// Sleepers are backed up ([`crate::lock::BACKLOG`]: unlocks wake past the
-/// spinner) while the stack holds more than this many per CPU (the affinity
-/// mask on Linux): then skipped wakes would leave the stack to the
-/// starvation hand-offs. 4: a margin over the 1-2 that cost 8-16 threads.
-pub(crate) const BACKLOG_PER_CPU: u64 = 4;
-
-/// How long after its `unlock_fair` handed the lock to a sleeper a thread
-/// that waits for that lock again yields instead of sleeping: a waiter that
-/// sleeps meanwhile joins the stack the next fair unlocks hand from, and
-/// once all sleep, every acquisition waits for a wake. 200 µs covers a
-/// hand-off's delay several times over.
-pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
-
-/// How many times a thread that waits for another to give the waiter stack
-/// back yields before it sleeps instead (1 µs doubling to 1 ms): owners
-/// hold the stack for a few steps, unless one lost its CPU to a thread that
-/// never yields to it (a real-time waiter), which only a sleep lets run.
-pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
 
 /// A tuning constant that the `tuning` feature lets the environment
 /// override (benchmarks only: `benches/sweep.sh` sweeps them). The derived
