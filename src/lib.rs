@@ -31,7 +31,8 @@
 //! the module `spinbit::v04` has the same mutex behind lock_api 0.4's
 //! traits, with the type names of `parking_lot` 0.12 (`Mutex`, `FairMutex`,
 //! `ReentrantMutex`, their guards and raw types), for code built on that
-//! version.
+//! version, and condition variables for its guards with the methods of
+//! `parking_lot::Condvar` 0.12 (`v04::Condvar`, `v04::FairCondvar`).
 //!
 //! With the `stats` feature, the module `spinbit::stats` counts what the
 //! slow paths of every spinbit mutex in the process did (waits, spins,

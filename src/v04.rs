@@ -23,10 +23,35 @@
 //! assert_eq!(*a + *b, 2);
 //! ```
 //!
+//! [`Condvar`] (with [`Mutex`]) and [`FairCondvar`] (with [`FairMutex`])
+//! are the crate root's condition variables for these guards, with
+//! `parking_lot::Condvar` 0.12's methods (lock_api 0.4 has no condition
+//! variable of its own):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use spinbit::v04::{Condvar, Mutex};
+//!
+//! let pair = Arc::new((Mutex::new(false), Condvar::new()));
+//! let pair2 = Arc::clone(&pair);
+//! let t = std::thread::spawn(move || {
+//!     let (ready, cv) = &*pair2;
+//!     *ready.lock() = true;
+//!     cv.notify_one();
+//! });
+//! let (ready, cv) = &*pair;
+//! let mut g = ready.lock();
+//! cv.wait_while(&mut g, |ready| !*ready);
+//! assert!(*g);
+//! drop(g);
+//! t.join().unwrap();
+//! ```
+//!
 //! The types are distinct from the crate root's: a `spinbit::v04::Mutex`
 //! is a `lock_api` 0.4 `Mutex` and a `spinbit::Mutex` a 0.5 one.
 
 use core::fmt;
+use std::time::{Duration, Instant};
 
 /// The `lock_api` version (0.4) that this module's types are built on.
 pub use lock_api_04 as lock_api;
@@ -243,3 +268,236 @@ pub const fn const_fair_mutex<T>(val: T) -> FairMutex<T> {
 pub const fn const_reentrant_mutex<T>(val: T) -> ReentrantMutex<T> {
     ReentrantMutex::new(val)
 }
+
+/// Whether a timed wait on a [`Condvar`] or [`FairCondvar`] ended because
+/// its deadline passed, as `parking_lot::WaitTimeoutResult` 0.12.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitTimeoutResult(bool);
+
+impl WaitTimeoutResult {
+    /// Whether the wait timed out: its deadline passed and no notification
+    /// counted it (for the `wait_while` forms: while the condition held).
+    #[inline]
+    pub fn timed_out(self) -> bool {
+        self.0
+    }
+}
+
+/// Defines a condition variable for the lock_api 0.4 guards of `$raw`,
+/// over the crate's `RawCondvar` for the lock_api 0.5 mutex it wraps.
+macro_rules! condvar_04 {
+    ($(#[$m:meta])* $name:ident, $raw:ty, $inner:ty) => {
+        $(#[$m])*
+        pub struct $name(crate::RawCondvar<$inner>);
+
+        const _: () = assert!(size_of::<$name>() == size_of::<usize>());
+
+        impl $name {
+            /// A new condition variable with no waiters.
+            #[inline]
+            pub const fn new() -> Self {
+                $name(crate::RawCondvar::new())
+            }
+
+            /// The mutex that `guard` holds, as its lock_api 0.5 raw mutex.
+            #[inline]
+            fn raw<'g, T: ?Sized>(guard: &'g lock_api_04::MutexGuard<'_, $raw, T>) -> &'g $inner {
+                // SAFETY: `raw` is unsafe because unlocking through it
+                // while a guard lives would break the guard; the callers
+                // unlock it only inside a wait, which returns holding it
+                // again, while they borrow the guard exclusively.
+                unsafe { &lock_api_04::MutexGuard::mutex(guard).raw().0 }
+            }
+
+            /// Wakes the oldest waiter; returns whether there was one
+            /// (exact: waits never return spuriously, and a timed wait that
+            /// ran out is never counted).
+            #[inline]
+            pub fn notify_one(&self) -> bool {
+                ::lock_api::RawCondvar::notify_one(&self.0)
+            }
+
+            /// Wakes every waiter (moving them onto the mutex's waiter
+            /// stack while the mutex is held); returns how many, exactly.
+            #[inline]
+            pub fn notify_all(&self) -> usize {
+                ::lock_api::RawCondvar::notify_all(&self.0)
+            }
+
+            /// Unlocks the guard's mutex, sleeps until a notification, and
+            /// holds the mutex again. It never returns spuriously.
+            ///
+            /// # Panics
+            ///
+            /// If other threads wait on this condition variable with
+            /// another mutex (the caller still holds its own then).
+            #[inline]
+            pub fn wait<T: ?Sized>(&self, guard: &mut lock_api_04::MutexGuard<'_, $raw, T>) {
+                // SAFETY: the exclusively borrowed guard holds the mutex,
+                // and `wait` returns holding it again; the 0.5 guard state
+                // is the stateless `GuardSend`.
+                unsafe {
+                    ::lock_api::RawCondvar::wait(
+                        &self.0,
+                        Self::raw(guard),
+                        &mut ::lock_api::GuardSend::new(),
+                    )
+                }
+            }
+
+            /// Waits (as [`wait`](Self::wait)) while `condition` returns
+            /// `true`; checks it first, and after each notification.
+            ///
+            /// # Panics
+            ///
+            /// As [`wait`](Self::wait).
+            #[inline]
+            pub fn wait_while<T, F>(
+                &self,
+                guard: &mut lock_api_04::MutexGuard<'_, $raw, T>,
+                mut condition: F,
+            ) where
+                T: ?Sized,
+                F: FnMut(&mut T) -> bool,
+            {
+                while condition(&mut **guard) {
+                    self.wait(guard);
+                }
+            }
+
+            /// As [`wait`](Self::wait), until `deadline` at the latest. A
+            /// wait that times out returns holding the mutex again, never
+            /// before `deadline`.
+            ///
+            /// # Panics
+            ///
+            /// As [`wait`](Self::wait).
+            #[inline]
+            pub fn wait_until<T: ?Sized>(
+                &self,
+                guard: &mut lock_api_04::MutexGuard<'_, $raw, T>,
+                deadline: Instant,
+            ) -> WaitTimeoutResult {
+                // SAFETY: as in `wait`.
+                WaitTimeoutResult(unsafe {
+                    ::lock_api::RawCondvarTimed::wait_until(
+                        &self.0,
+                        Self::raw(guard),
+                        &mut ::lock_api::GuardSend::new(),
+                        &deadline,
+                    )
+                })
+            }
+
+            /// As [`wait_until`](Self::wait_until), for `timeout` from now
+            /// (a timeout too long for an `Instant` waits without one).
+            ///
+            /// # Panics
+            ///
+            /// As [`wait`](Self::wait).
+            #[inline]
+            pub fn wait_for<T: ?Sized>(
+                &self,
+                guard: &mut lock_api_04::MutexGuard<'_, $raw, T>,
+                timeout: Duration,
+            ) -> WaitTimeoutResult {
+                match Instant::now().checked_add(timeout) {
+                    Some(deadline) => self.wait_until(guard, deadline),
+                    None => {
+                        self.wait(guard);
+                        WaitTimeoutResult(false)
+                    }
+                }
+            }
+
+            /// As [`wait_while`](Self::wait_while), until `deadline` at the
+            /// latest: timed out if the deadline passed while `condition`
+            /// still returned `true` (it is checked once more then).
+            ///
+            /// # Panics
+            ///
+            /// As [`wait`](Self::wait).
+            #[inline]
+            pub fn wait_while_until<T, F>(
+                &self,
+                guard: &mut lock_api_04::MutexGuard<'_, $raw, T>,
+                mut condition: F,
+                deadline: Instant,
+            ) -> WaitTimeoutResult
+            where
+                T: ?Sized,
+                F: FnMut(&mut T) -> bool,
+            {
+                while condition(&mut **guard) {
+                    if self.wait_until(guard, deadline).timed_out() {
+                        return WaitTimeoutResult(condition(&mut **guard));
+                    }
+                }
+                WaitTimeoutResult(false)
+            }
+
+            /// As [`wait_while_until`](Self::wait_while_until), for
+            /// `timeout` from now (a timeout too long for an `Instant`
+            /// waits without one).
+            ///
+            /// # Panics
+            ///
+            /// As [`wait`](Self::wait).
+            #[inline]
+            pub fn wait_while_for<T, F>(
+                &self,
+                guard: &mut lock_api_04::MutexGuard<'_, $raw, T>,
+                condition: F,
+                timeout: Duration,
+            ) -> WaitTimeoutResult
+            where
+                T: ?Sized,
+                F: FnMut(&mut T) -> bool,
+            {
+                match Instant::now().checked_add(timeout) {
+                    Some(deadline) => self.wait_while_until(guard, condition, deadline),
+                    None => {
+                        self.wait_while(guard, condition);
+                        WaitTimeoutResult(false)
+                    }
+                }
+            }
+        }
+
+        impl Default for $name {
+            #[inline]
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.0).finish()
+            }
+        }
+    };
+}
+
+condvar_04!(
+    /// A condition variable for [`Mutex`], as `parking_lot::Condvar` 0.12:
+    /// the crate root's [`crate::Condvar`] for lock_api 0.4 guards. Its
+    /// waits never return spuriously, its notifications return exact
+    /// counts, and `notify_all` moves the waiters onto the mutex's waiter
+    /// stack instead of waking them all (see [`crate::RawCondvar`]).
+    ///
+    /// Waiting with one mutex while other threads wait on the same
+    /// condition variable with another panics; one mutex after another is
+    /// fine.
+    Condvar,
+    RawMutex,
+    crate::RawMutex
+);
+
+condvar_04!(
+    /// A condition variable for [`FairMutex`]: as [`Condvar`], the crate
+    /// root's [`crate::FairCondvar`] for lock_api 0.4 guards.
+    FairCondvar,
+    RawFairMutex,
+    crate::RawFairMutex
+);

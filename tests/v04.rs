@@ -745,3 +745,314 @@ fn reentrant_mutex_excludes_other_threads() {
     let there = thread::spawn(|| RawThreadId.nonzero_thread_id()).join().unwrap();
     assert_ne!(here, there);
 }
+
+// --- The condition variables -----------------------------------------------
+
+/// What the condition variable checks use of `v04::Condvar` and
+/// `v04::FairCondvar` (`parking_lot::Condvar` 0.12's methods), for the
+/// guards of `Self::R`; timed forms return whether they timed out.
+trait Cv04: Default + Sync {
+    type R: lock_api_04::RawMutex + Sync;
+    fn wait(&self, g: &mut lock_api_04::MutexGuard<'_, Self::R, Queue>);
+    fn wait_for(&self, g: &mut lock_api_04::MutexGuard<'_, Self::R, Queue>, t: Duration) -> bool;
+    fn wait_until(&self, g: &mut lock_api_04::MutexGuard<'_, Self::R, Queue>, d: Instant) -> bool;
+    fn wait_while_for(
+        &self,
+        g: &mut lock_api_04::MutexGuard<'_, Self::R, Queue>,
+        c: impl FnMut(&mut Queue) -> bool,
+        t: Duration,
+    ) -> bool;
+    fn notify_one(&self) -> bool;
+    fn notify_all(&self) -> usize;
+}
+
+macro_rules! cv04 {
+    ($cv:ty, $raw:ty) => {
+        impl Cv04 for $cv {
+            type R = $raw;
+            fn wait(&self, g: &mut lock_api_04::MutexGuard<'_, $raw, Queue>) {
+                <$cv>::wait(self, g)
+            }
+            fn wait_for(
+                &self,
+                g: &mut lock_api_04::MutexGuard<'_, $raw, Queue>,
+                t: Duration,
+            ) -> bool {
+                <$cv>::wait_for(self, g, t).timed_out()
+            }
+            fn wait_until(
+                &self,
+                g: &mut lock_api_04::MutexGuard<'_, $raw, Queue>,
+                d: Instant,
+            ) -> bool {
+                <$cv>::wait_until(self, g, d).timed_out()
+            }
+            fn wait_while_for(
+                &self,
+                g: &mut lock_api_04::MutexGuard<'_, $raw, Queue>,
+                c: impl FnMut(&mut Queue) -> bool,
+                t: Duration,
+            ) -> bool {
+                <$cv>::wait_while_for(self, g, c, t).timed_out()
+            }
+            fn notify_one(&self) -> bool {
+                <$cv>::notify_one(self)
+            }
+            fn notify_all(&self) -> usize {
+                <$cv>::notify_all(self)
+            }
+        }
+    };
+}
+
+cv04!(v04::Condvar, RawMutex);
+cv04!(v04::FairCondvar, RawFairMutex);
+
+/// The negative control: a condition variable that breaks the promises.
+/// Its waits return after a millisecond, notified or not (a timed wait
+/// says it timed out); its notifications count nobody; it never panics.
+#[derive(Default)]
+struct Sleepy;
+
+impl Cv04 for Sleepy {
+    type R = RawMutex;
+    fn wait(&self, g: &mut lock_api_04::MutexGuard<'_, RawMutex, Queue>) {
+        lock_api_04::MutexGuard::unlocked(g, || thread::sleep(Duration::from_millis(1)));
+    }
+    fn wait_for(&self, g: &mut lock_api_04::MutexGuard<'_, RawMutex, Queue>, _: Duration) -> bool {
+        self.wait(g);
+        true
+    }
+    fn wait_until(&self, g: &mut lock_api_04::MutexGuard<'_, RawMutex, Queue>, _: Instant) -> bool {
+        self.wait(g);
+        true
+    }
+    fn wait_while_for(
+        &self,
+        g: &mut lock_api_04::MutexGuard<'_, RawMutex, Queue>,
+        mut c: impl FnMut(&mut Queue) -> bool,
+        _: Duration,
+    ) -> bool {
+        if !c(g) {
+            return false;
+        }
+        self.wait(g);
+        c(g)
+    }
+    fn notify_one(&self) -> bool {
+        false
+    }
+    fn notify_all(&self) -> usize {
+        0
+    }
+}
+
+/// The data the condition variable checks share: `permits` for waiters to
+/// take when they return (a return that finds none was spurious).
+#[derive(Default)]
+struct Queue {
+    arrived: usize,
+    permits: usize,
+    spurious: usize,
+    woken: usize,
+}
+
+/// Polls `done` (under `m`) every millisecond for up to 10 s.
+fn poll<R: lock_api_04::RawMutex>(
+    m: &lock_api_04::Mutex<R, Queue>,
+    done: impl Fn(&Queue) -> bool,
+) -> bool {
+    let t0 = Instant::now();
+    while !done(&m.lock()) {
+        if t0.elapsed() > Duration::from_secs(10) {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// `n` waiters, each on the list (it counted itself under the mutex and
+/// waits before it unlocks): two `notify_one`s return true and wake two,
+/// `notify_all` then returns `n - 2` exactly and a `notify_one` after it
+/// false, and no wait returns without a notification.
+fn counts<C: Cv04>(n: usize) -> Result<String, String> {
+    let m = lock_api_04::Mutex::<C::R, Queue>::new(Queue::default());
+    let cv = C::default();
+    let dog = Watchdog::start("v04 condvar counts");
+    let (arrived, ones, two_woken, all, none) = thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| {
+                let mut g = m.lock();
+                g.arrived += 1;
+                cv.wait(&mut g);
+                match g.permits.checked_sub(1) {
+                    Some(left) => g.permits = left,
+                    None => g.spurious += 1,
+                }
+                g.woken += 1;
+                dog.progress();
+            });
+        }
+        let arrived = poll(&m, |q| q.arrived == n);
+        let mut g = m.lock();
+        g.permits += 2;
+        let ones = [cv.notify_one(), cv.notify_one()];
+        drop(g);
+        let two_woken = poll(&m, |q| q.woken >= 2);
+        // Time for a third waiter to return, if one would by mistake.
+        thread::sleep(Duration::from_millis(20));
+        let mut g = m.lock();
+        let two_woken = two_woken && g.woken == 2;
+        g.permits += n - 2;
+        let all = cv.notify_all();
+        let none = cv.notify_one();
+        drop(g);
+        (arrived, ones, two_woken, all, none)
+    });
+    let q = m.into_inner();
+    let got = format!(
+        "{n} waiters: notify_one {ones:?}, then {} woken; notify_all {all}, then notify_one {none}; {} spurious returns",
+        if two_woken { "2" } else { "not 2" },
+        q.spurious
+    );
+    if arrived && ones == [true, true] && two_woken && all == n - 2 && !none && q.spurious == 0 {
+        Ok(got)
+    } else {
+        Err(got)
+    }
+}
+
+#[test]
+fn condvar_notifications_count_exactly() {
+    let _serial = serial();
+    for n in [3, 8, 32] {
+        eprintln!("{}", counts::<v04::Condvar>(n).unwrap());
+        eprintln!("fair: {}", counts::<v04::FairCondvar>(n).unwrap());
+    }
+}
+
+#[test]
+fn negative_control_spurious_condvar_returns_are_reported() {
+    let _serial = serial();
+    let e = counts::<Sleepy>(8).expect_err("must be reported");
+    assert!(e.contains("spurious"), "{e}");
+}
+
+/// Timed waits: not before their deadline, holding the mutex when they
+/// return, and not timed out when notified (or when the condition is
+/// false at once).
+fn timeouts<C: Cv04>() -> Result<(), String> {
+    let m = lock_api_04::Mutex::<C::R, Queue>::new(Queue::default());
+    let cv = C::default();
+    let timeout = Duration::from_millis(20);
+    let mut g = m.lock();
+    let t0 = Instant::now();
+    if !cv.wait_for(&mut g, timeout) || t0.elapsed() < timeout {
+        return Err(format!(
+            "wait_for({timeout:?}) returned after {:?}, before its timeout",
+            t0.elapsed()
+        ));
+    }
+    let t0 = Instant::now();
+    if !cv.wait_until(&mut g, t0 + timeout) || t0.elapsed() < timeout {
+        return Err(format!("wait_until returned after {:?}, before its deadline", t0.elapsed()));
+    }
+    let t0 = Instant::now();
+    if !cv.wait_while_for(&mut g, |_| true, timeout) || t0.elapsed() < timeout {
+        return Err(format!(
+            "wait_while_for returned after {:?}, before its timeout",
+            t0.elapsed()
+        ));
+    }
+    if cv.wait_while_for(&mut g, |_| false, timeout) {
+        return Err("wait_while_for timed out with the condition false".into());
+    }
+    if !m.is_locked() {
+        return Err("a timed wait returned without the mutex".into());
+    }
+    drop(g);
+    // Notified well before the deadline: not timed out.
+    thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(20));
+            m.lock().permits = 1;
+            cv.notify_one();
+        });
+        let mut g = m.lock();
+        if cv.wait_while_for(&mut g, |q| q.permits == 0, Duration::from_secs(10)) || g.permits != 1
+        {
+            return Err("wait_while_for timed out though notified".to_string());
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn condvar_timed_waits() {
+    let _serial = serial();
+    timeouts::<v04::Condvar>().unwrap();
+    timeouts::<v04::FairCondvar>().unwrap();
+}
+
+#[test]
+fn negative_control_early_condvar_timeouts_are_reported() {
+    let _serial = serial();
+    let e = timeouts::<Sleepy>().expect_err("must be reported");
+    assert!(e.contains("before its timeout"), "{e}");
+}
+
+/// One condition variable, a waiter with one mutex and a wait with another
+/// at the same time: the second wait panics, and its guard still holds its
+/// mutex.
+fn two_mutexes<C: Cv04>() -> Result<(), String> {
+    let (m1, m2) = (
+        lock_api_04::Mutex::<C::R, Queue>::default(),
+        lock_api_04::Mutex::<C::R, Queue>::default(),
+    );
+    let cv = C::default();
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut g = m1.lock();
+            g.arrived = 1;
+            while g.permits == 0 {
+                cv.wait(&mut g);
+            }
+        });
+        if !poll(&m1, |q| q.arrived == 1) {
+            return Err("the waiter did not arrive".into());
+        }
+        let mut g2 = m2.lock();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cv.wait(&mut g2)));
+        let held = m2.is_locked();
+        drop(g2);
+        m1.lock().permits = 1;
+        cv.notify_one();
+        match r {
+            Err(e) if held => {
+                let msg = e.downcast_ref::<&str>().copied().unwrap_or("");
+                if msg.contains("two mutexes") {
+                    Ok(())
+                } else {
+                    Err(format!("panicked with {msg:?}"))
+                }
+            }
+            Err(_) => Err("the guard lost its mutex".into()),
+            Ok(()) => Err("no panic with two mutexes".into()),
+        }
+    })
+}
+
+#[test]
+fn condvar_with_two_mutexes_panics() {
+    let _serial = serial();
+    two_mutexes::<v04::Condvar>().unwrap();
+    two_mutexes::<v04::FairCondvar>().unwrap();
+}
+
+#[test]
+fn negative_control_no_panic_with_two_mutexes_is_reported() {
+    let _serial = serial();
+    let e = two_mutexes::<Sleepy>().expect_err("must be reported");
+    assert!(e.contains("no panic"), "{e}");
+}
