@@ -123,6 +123,25 @@ pub use lock_api;
 #[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
 pub use lock_api::ArcMutexGuard;
 
+/// A guard that owns an `Arc` of its reentrant mutex
+/// (`ReentrantMutex::lock_arc`, ...), as in `parking_lot`: e.g.
+/// `ArcReentrantMutexGuard<spinbit::RawMutex, spinbit::RawThreadId, T>`.
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub use lock_api::ArcReentrantMutexGuard;
+
+/// Whether a timed wait on a [`Condvar`] or [`FairCondvar`] timed out
+/// (lock_api's, re-exported as `parking_lot` does).
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let (m, cv) = (spinbit::Mutex::new(()), spinbit::Condvar::new());
+/// let r: spinbit::WaitTimeoutResult = cv.wait_for(&mut m.lock(), Duration::from_millis(1));
+/// assert!(r.timed_out()); // nobody notified it
+/// ```
+pub use lock_api::WaitTimeoutResult;
+
 /// A mutual exclusion primitive protecting a `T`, built on [`RawMutex`].
 ///
 /// `Mutex::new` is a `const fn`, so a `Mutex` can be a `static`.

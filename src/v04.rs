@@ -56,6 +56,12 @@ use std::time::{Duration, Instant};
 /// The `lock_api` version (0.4) that this module's types are built on.
 pub use lock_api_04 as lock_api;
 
+/// The guards that own an `Arc` of their mutex (`Mutex::lock_arc`,
+/// `ReentrantMutex::lock_arc`, ...), as `parking_lot` 0.12 re-exports them.
+#[cfg(feature = "arc_lock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arc_lock")))]
+pub use lock_api_04::{ArcMutexGuard, ArcReentrantMutexGuard};
+
 /// The thread identity of [`ReentrantMutex`]: the crate root's
 /// [`RawThreadId`], which implements both lock_api 0.4's and 0.5's
 /// `GetThreadId`.

@@ -358,8 +358,9 @@ fn fair_mutex_api() {
 }
 
 /// With the `arc_lock` feature, the guards that own an `Arc` of the mutex
-/// have `parking_lot`'s name, `spinbit::ArcMutexGuard`, for either raw
-/// mutex (`.ci/run` runs this with the feature).
+/// have `parking_lot`'s names, `spinbit::ArcMutexGuard` (for either raw
+/// mutex) and `spinbit::ArcReentrantMutexGuard` (`.ci/run` runs this with
+/// the feature).
 #[cfg(feature = "arc_lock")]
 #[test]
 fn arc_mutex_guard_is_reexported() {
@@ -370,6 +371,12 @@ fn arc_mutex_guard_is_reexported() {
     let f = Arc::new(FairMutex::new(3));
     let g: spinbit::ArcMutexGuard<RawFairMutex, i32> = f.lock_arc();
     assert_eq!(*m.lock() + *g, 5);
+    let r = Arc::new(spinbit::ReentrantMutex::new(4));
+    let outer: spinbit::ArcReentrantMutexGuard<RawMutex, spinbit::RawThreadId, i32> = r.lock_arc();
+    let inner = r.lock_arc();
+    assert_eq!(*outer + *inner, 8);
+    drop((outer, inner));
+    assert!(!r.is_locked());
 }
 
 /// With the `serde` feature, `Mutex<T>` and `FairMutex<T>` serialize as

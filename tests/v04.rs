@@ -1056,3 +1056,22 @@ fn negative_control_no_panic_with_two_mutexes_is_reported() {
     let e = two_mutexes::<Sleepy>().expect_err("must be reported");
     assert!(e.contains("no panic"), "{e}");
 }
+
+/// With the `arc_lock` feature, the guards that own an `Arc` of their
+/// mutex have `parking_lot` 0.12's names (`.ci/run` runs this with the
+/// feature).
+#[cfg(feature = "arc_lock")]
+#[test]
+fn arc_guards_are_reexported() {
+    use std::sync::Arc;
+    let m = Arc::new(Mutex::new(1));
+    let mut g: v04::ArcMutexGuard<RawMutex, i32> = m.lock_arc();
+    *g += 1;
+    drop(g);
+    let r = Arc::new(ReentrantMutex::new(3));
+    let outer: v04::ArcReentrantMutexGuard<RawMutex, RawThreadId, i32> = r.lock_arc();
+    let inner = r.lock_arc();
+    assert_eq!(*m.lock() + *outer + *inner, 8);
+    drop((outer, inner));
+    assert!(!r.is_locked());
+}
