@@ -108,7 +108,8 @@ impl<P: Platform> Cond<P> {
         unsafe {
             if !oldest.is_null() && !ptr::eq((*oldest).lock.get(), lock) {
                 self.unlock_list(oldest);
-                panic!("a spinbit condition variable was used with two mutexes at once");
+                // parking_lot's words, for code that expects its panic.
+                panic!("attempted to use a condition variable with more than one mutex");
             }
             let oldest = if oldest.is_null() {
                 me.newer.set(mp);
@@ -429,6 +430,11 @@ pub struct RawCondvar<M = crate::RawMutex> {
 }
 
 const _: () = assert!(size_of::<RawCondvar>() == size_of::<usize>());
+
+// Unwind safe, as the mutexes are (see `raw_mutex!`): a wait that panics
+// does so before it is on the list or after it left it.
+impl<M> core::panic::UnwindSafe for RawCondvar<M> {}
+impl<M> core::panic::RefUnwindSafe for RawCondvar<M> {}
 
 impl<M> RawCondvar<M> {
     /// A new condition variable with no waiters (the same as

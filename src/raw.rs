@@ -16,6 +16,15 @@ macro_rules! raw_mutex {
             send_sync::<$name>();
         };
 
+        // Unwind safe, as `parking_lot`'s raw mutexes are: a panic leaves
+        // no broken state to observe (each change of the word is one atomic
+        // step, waiter nodes never outlive their waits, and a guard dropped
+        // by unwinding unlocks; no poisoning). Without these, the waiter
+        // pointer in the word would make it `!UnwindSafe`, and with it
+        // `Mutex<T>`, which a closure passed to `catch_unwind` by value needs.
+        impl core::panic::UnwindSafe for $name {}
+        impl core::panic::RefUnwindSafe for $name {}
+
         impl $name {
             /// A new, unlocked mutex (the same as [`lock_api::RawMutex::INIT`]).
             pub const fn new() -> Self {

@@ -282,7 +282,7 @@ pub struct WaitTimeoutResult(bool);
 
 impl WaitTimeoutResult {
     /// Whether the wait timed out: its deadline passed and no notification
-    /// counted it (for the `wait_while` forms: while the condition held).
+    /// counted it (for the `wait_while` forms: one of its waits did).
     #[inline]
     pub fn timed_out(self) -> bool {
         self.0
@@ -306,12 +306,18 @@ macro_rules! condvar_04 {
             }
 
             /// The mutex that `guard` holds, as its lock_api 0.5 raw mutex.
+            ///
+            /// # Safety
+            ///
+            /// The caller unlocks it only inside a wait that returns
+            /// holding it again (the guard stays borrowed meanwhile).
             #[inline]
-            fn raw<'g, T: ?Sized>(guard: &'g lock_api_04::MutexGuard<'_, $raw, T>) -> &'g $inner {
-                // SAFETY: `raw` is unsafe because unlocking through it
-                // while a guard lives would break the guard; the callers
-                // unlock it only inside a wait, which returns holding it
-                // again, while they borrow the guard exclusively.
+            unsafe fn raw<'g, T: ?Sized>(
+                guard: &'g mut lock_api_04::MutexGuard<'_, $raw, T>,
+            ) -> &'g $inner {
+                // SAFETY: `Mutex::raw` is unsafe because an unlock through
+                // it would leave a live guard without its lock; forwarded
+                // to our caller.
                 unsafe { &lock_api_04::MutexGuard::mutex(guard).raw().0 }
             }
 
@@ -340,8 +346,9 @@ macro_rules! condvar_04 {
             #[inline]
             pub fn wait<T: ?Sized>(&self, guard: &mut lock_api_04::MutexGuard<'_, $raw, T>) {
                 // SAFETY: the exclusively borrowed guard holds the mutex,
-                // and `wait` returns holding it again; the 0.5 guard state
-                // is the stateless `GuardSend`.
+                // which `wait` unlocks and holds again before it returns
+                // (as `raw` requires); the 0.5 guard state is the stateless
+                // `GuardSend`.
                 unsafe {
                     ::lock_api::RawCondvar::wait(
                         &self.0,
@@ -417,8 +424,9 @@ macro_rules! condvar_04 {
             }
 
             /// As [`wait_while`](Self::wait_while), until `deadline` at the
-            /// latest: timed out if the deadline passed while `condition`
-            /// still returned `true` (it is checked once more then).
+            /// latest: timed out if a wait ended by the deadline, and then
+            /// `condition` is not checked again (as in parking_lot 0.12; the
+            /// crate root's lock_api 0.5 `Condvar` checks it once more).
             ///
             /// # Panics
             ///
@@ -434,12 +442,13 @@ macro_rules! condvar_04 {
                 T: ?Sized,
                 F: FnMut(&mut T) -> bool,
             {
-                while condition(&mut **guard) {
-                    if self.wait_until(guard, deadline).timed_out() {
-                        return WaitTimeoutResult(condition(&mut **guard));
-                    }
+                // As parking_lot 0.12: a wait that timed out ends it, and
+                // the condition is not checked again.
+                let mut timed_out = false;
+                while !timed_out && condition(&mut **guard) {
+                    timed_out = self.wait_until(guard, deadline).timed_out();
                 }
-                WaitTimeoutResult(false)
+                WaitTimeoutResult(timed_out)
             }
 
             /// As [`wait_while_until`](Self::wait_while_until), for
@@ -479,7 +488,7 @@ macro_rules! condvar_04 {
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_tuple(stringify!($name)).field(&self.0).finish()
+                f.pad(concat!(stringify!($name), " { .. }"))
             }
         }
     };

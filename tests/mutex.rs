@@ -148,6 +148,34 @@ fn panic_in_critical_section_releases_the_lock() {
     assert_eq!(*m.lock(), 2);
 }
 
+/// The mutexes and condition variables are unwind safe as `parking_lot`'s
+/// are: the raw types and condition variables may be borrowed across
+/// `catch_unwind`, and a `Mutex<T>` moved into it (a shared `Mutex` is not
+/// `RefUnwindSafe`, as in `parking_lot` and `std`: its data may be left
+/// half-changed).
+#[test]
+fn unwind_safe_as_parking_lot() {
+    use std::panic::{RefUnwindSafe, UnwindSafe, catch_unwind};
+    fn both<T: UnwindSafe + RefUnwindSafe>() {}
+    fn moved<T: UnwindSafe>() {}
+    both::<RawMutex>();
+    both::<RawFairMutex>();
+    both::<spinbit::RawCondvar>();
+    both::<spinbit::RawCondvar<RawFairMutex>>();
+    both::<spinbit::Condvar>();
+    both::<spinbit::FairCondvar>();
+    moved::<Mutex<i32>>();
+    moved::<FairMutex<i32>>();
+    moved::<spinbit::ReentrantMutex<i32>>();
+    let (m, cv) = (Mutex::new(1), spinbit::Condvar::new());
+    let r = catch_unwind(move || {
+        *m.lock() += 1;
+        cv.notify_all();
+        m
+    });
+    assert_eq!(r.unwrap().into_inner(), 2);
+}
+
 static JOBS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 #[test]

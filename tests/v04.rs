@@ -810,7 +810,8 @@ cv04!(v04::FairCondvar, RawFairMutex);
 
 /// The negative control: a condition variable that breaks the promises.
 /// Its waits return after a millisecond, notified or not (a timed wait
-/// says it timed out); its notifications count nobody; it never panics.
+/// says it timed out, a `wait_while` form checks its condition twice); its
+/// notifications count nobody; it never panics.
 #[derive(Default)]
 struct Sleepy;
 
@@ -833,11 +834,10 @@ impl Cv04 for Sleepy {
         mut c: impl FnMut(&mut Queue) -> bool,
         _: Duration,
     ) -> bool {
-        if !c(g) {
-            return false;
-        }
+        c(g);
         self.wait(g);
-        c(g)
+        c(g);
+        true
     }
     fn notify_one(&self) -> bool {
         false
@@ -936,40 +936,51 @@ fn condvar_notifications_count_exactly() {
 fn negative_control_spurious_condvar_returns_are_reported() {
     let _serial = serial();
     let e = counts::<Sleepy>(8).expect_err("must be reported");
-    assert!(e.contains("spurious"), "{e}");
+    for what in ["notify_one [false, false]", "not 2 woken", "notify_all 0"] {
+        assert!(e.contains(what), "{what:?} not reported: {e}");
+    }
+    assert!(!e.contains(" 0 spurious"), "spurious returns not counted: {e}");
 }
 
 /// Timed waits: not before their deadline, holding the mutex when they
-/// return, and not timed out when notified (or when the condition is
-/// false at once).
+/// return, not timed out when notified or when the condition is false at
+/// once, and, as in parking_lot 0.12, a `wait_while` form that timed out
+/// does not check its condition again. Every failure is reported.
 fn timeouts<C: Cv04>() -> Result<(), String> {
     let m = lock_api_04::Mutex::<C::R, Queue>::new(Queue::default());
     let cv = C::default();
     let timeout = Duration::from_millis(20);
+    let mut errors = Vec::new();
     let mut g = m.lock();
     let t0 = Instant::now();
     if !cv.wait_for(&mut g, timeout) || t0.elapsed() < timeout {
-        return Err(format!(
-            "wait_for({timeout:?}) returned after {:?}, before its timeout",
-            t0.elapsed()
-        ));
+        errors.push(format!("wait_for returned after {:?}, before its timeout", t0.elapsed()));
     }
     let t0 = Instant::now();
     if !cv.wait_until(&mut g, t0 + timeout) || t0.elapsed() < timeout {
-        return Err(format!("wait_until returned after {:?}, before its deadline", t0.elapsed()));
+        errors.push(format!("wait_until returned after {:?}, before its deadline", t0.elapsed()));
     }
-    let t0 = Instant::now();
-    if !cv.wait_while_for(&mut g, |_| true, timeout) || t0.elapsed() < timeout {
-        return Err(format!(
-            "wait_while_for returned after {:?}, before its timeout",
-            t0.elapsed()
-        ));
+    let (t0, mut calls) = (Instant::now(), 0);
+    let timed_out = cv.wait_while_for(
+        &mut g,
+        |_| {
+            calls += 1;
+            true
+        },
+        timeout,
+    );
+    if !timed_out || t0.elapsed() < timeout {
+        errors
+            .push(format!("wait_while_for returned after {:?}, before its timeout", t0.elapsed()));
+    }
+    if calls != 1 {
+        errors.push(format!("wait_while_for checked its condition {calls} times, not once"));
     }
     if cv.wait_while_for(&mut g, |_| false, timeout) {
-        return Err("wait_while_for timed out with the condition false".into());
+        errors.push("wait_while_for timed out with the condition false".into());
     }
     if !m.is_locked() {
-        return Err("a timed wait returned without the mutex".into());
+        errors.push("a timed wait returned without the mutex".into());
     }
     drop(g);
     // Notified well before the deadline: not timed out.
@@ -982,10 +993,10 @@ fn timeouts<C: Cv04>() -> Result<(), String> {
         let mut g = m.lock();
         if cv.wait_while_for(&mut g, |q| q.permits == 0, Duration::from_secs(10)) || g.permits != 1
         {
-            return Err("wait_while_for timed out though notified".to_string());
+            errors.push("wait_while_for timed out though notified".into());
         }
-        Ok(())
-    })
+    });
+    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
 }
 
 #[test]
@@ -999,7 +1010,16 @@ fn condvar_timed_waits() {
 fn negative_control_early_condvar_timeouts_are_reported() {
     let _serial = serial();
     let e = timeouts::<Sleepy>().expect_err("must be reported");
-    assert!(e.contains("before its timeout"), "{e}");
+    for what in [
+        "wait_for returned",
+        "wait_until returned",
+        "wait_while_for returned",
+        "2 times, not once",
+        "with the condition false",
+        "though notified",
+    ] {
+        assert!(e.contains(what), "{what:?} not reported: {e}");
+    }
 }
 
 /// One condition variable, a waiter with one mutex and a wait with another
@@ -1011,6 +1031,7 @@ fn two_mutexes<C: Cv04>() -> Result<(), String> {
         lock_api_04::Mutex::<C::R, Queue>::default(),
     );
     let cv = C::default();
+    let _dog = Watchdog::start("v04 condvar with two mutexes");
     thread::scope(|s| {
         s.spawn(|| {
             let mut g = m1.lock();
@@ -1031,7 +1052,7 @@ fn two_mutexes<C: Cv04>() -> Result<(), String> {
         match r {
             Err(e) if held => {
                 let msg = e.downcast_ref::<&str>().copied().unwrap_or("");
-                if msg.contains("two mutexes") {
+                if msg.contains("more than one mutex") {
                     Ok(())
                 } else {
                     Err(format!("panicked with {msg:?}"))

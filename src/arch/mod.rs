@@ -41,7 +41,8 @@ pub(crate) const PING_PONG_MAX_NS: u64 = 10_000;
 
 /// A sleeper that has waited this long (`lock::start_clock`) and whose latest
 /// push found sleepers backed up ([`crate::lock::BACKLOG`]) marks itself
-/// starving and is served first; looks judge twice this starving.
+/// starving and is served first; other threads judge a sleeper starving at
+/// twice this (a requeued condition variable waiter at once).
 pub(crate) const STARVING_NS: u64 = 2_000_000;
 
 /// The starvation threshold of a sleeper whose latest push found no backlog.
@@ -52,7 +53,9 @@ pub(crate) const STARVING_FEW_NS: u64 = 1_000_000;
 pub(crate) const STARVED_AWAKE_NS: u64 = 10_000;
 
 /// The most yields of a waiter that finds a spinner (or the lock starving)
-/// before it sleeps; after the first, only while they run other threads.
+/// before it sleeps, renewed after a wake past the spinner; after the
+/// first, only while they run other threads and, unless sleepers are
+/// backed up, its starvation threshold has not passed.
 pub(crate) const ARRIVAL_YIELDS: u64 = 8;
 
 /// A yield that took this long ran other threads (one that finds nobody
@@ -71,8 +74,9 @@ pub(crate) const BACKLOG_PER_CPU: u64 = 4;
 /// that waits for the lock again yields instead of joining the sleepers.
 pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 
-/// How many yields (1 µs doubling to 1 ms) a wait for a stack owner makes
-/// before it sleeps, so that an owner preempted by a real-time thread runs.
+/// How many times a wait for a stack owner (or a condition variable's
+/// list) yields before it sleeps instead (1 µs doubling to 1 ms), so that
+/// an owner preempted by a real-time thread runs.
 pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
 
 /// A thread that took the lock by spinning less than its ping-pong window
@@ -94,7 +98,8 @@ pub(crate) const fn max_look_gap_ns(spin_ns: u64) -> u64 {
 }
 
 /// How often a thread that takes locks by spinning looks at the oldest
-/// sleeper: a sleeper past the looks' judgement is noticed within 1/16.
+/// sleeper: one judged starving (at twice `starving_ns`) is noticed within
+/// a sixteenth of that age.
 pub(crate) const fn look_ns(starving_ns: u64) -> u64 {
     starving_ns / 8
 }
