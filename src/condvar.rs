@@ -431,8 +431,9 @@ pub struct RawCondvar<M = crate::RawMutex> {
 
 const _: () = assert!(size_of::<RawCondvar>() == size_of::<usize>());
 
-// Unwind safe, as the mutexes are (see `raw_mutex!`): a wait that panics
-// does so before it is on the list or after it left it.
+// Unwind safe, as the mutexes are (see `raw_mutex!`): a wait panics only
+// before it is on the list (two mutexes at once), and gives the list back
+// first; once on it, a wait aborts rather than unwind.
 impl<M> core::panic::UnwindSafe for RawCondvar<M> {}
 impl<M> core::panic::RefUnwindSafe for RawCondvar<M> {}
 
