@@ -30,7 +30,7 @@
 use core::ptr;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use crate::lock::{Lock, Node, no_unwind};
+use crate::lock::{Lock, Node, Retire, no_unwind};
 use crate::platform::{Deadline, Event, Fault, NodeCell, Parker, Platform, StateWord, Wait, Woke};
 
 /// On the list.
@@ -91,6 +91,7 @@ impl<P: Platform> Cond<P> {
             state: NodeCell::new(WAITING),
             lock: NodeCell::new(ptr::from_ref(lock)),
         };
+        let _retire = Retire(&me.node);
         let mp = ptr::from_ref(&me).cast_mut();
         let mut unlock = Some(unlock);
         if P::FAULT == Fault::CondUnlocksBeforeListing {

@@ -1821,6 +1821,10 @@ impl<K: Parker> Parker for Dawdle<K> {
     fn wake_nudged(wake: K::Wake) {
         K::wake_nudged(wake);
     }
+
+    fn retire(&self) {
+        self.0.retire();
+    }
 }
 
 /// Threads that take the lock in short bursts and then all meet at a

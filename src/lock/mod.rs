@@ -295,6 +295,17 @@ impl<P: Platform> Node<P> {
     }
 }
 
+/// Retires a node's parker when dropped ([`Parker::retire`]): declared
+/// after the node, it is dropped before it, on every way out of the wait.
+pub(crate) struct Retire<'a, P: Platform>(pub(crate) &'a Node<P>);
+
+impl<P: Platform> Drop for Retire<'_, P> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.parker.retire();
+    }
+}
+
 /// The top node of a state word (its address without the flag bits).
 #[inline(always)]
 fn head<P: Platform>(state: *mut Node<P>) -> *mut Node<P> {

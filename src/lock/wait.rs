@@ -20,6 +20,7 @@ impl<P: Platform> Lock<P> {
     #[inline(always)]
     pub(super) fn wait(&self, deadline: Option<Deadline<P>>) -> bool {
         let node = Node::<P>::new();
+        let _retire = Retire(&node);
         let mut w = Waiter::new::<P>();
         self.wait_with(&node, &mut w, self.state.load(Relaxed), deadline)
     }

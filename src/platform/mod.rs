@@ -322,7 +322,7 @@ pub(crate) trait Parker {
     /// `this` must point to an armed parker whose thread has not returned
     /// from `park`. The pointee may be deallocated as soon as this function
     /// makes its wake store, so implementations must not touch it after that
-    /// store.
+    /// store, unless they make [`Parker::retire`] wait for them.
     unsafe fn unpark(this: *const Self);
     /// A point in time a timed wait gives up at.
     type Deadline: Copy + Ord;
@@ -345,9 +345,17 @@ pub(crate) trait Parker {
     /// # Safety
     /// `this` is the parker of a linked node, and the caller owns the stack.
     unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake>;
-    /// Makes the wake a nudge owes. Touches no node: the nudged thread may
+    /// Makes the wake a nudge owes. Touches no node, unless [`Parker::nudge`]
+    /// made [`Parker::retire`] wait for this call: the nudged thread may
     /// have run, taken the lock and returned meanwhile.
     fn wake_nudged(wake: Self::Wake);
+    /// Called by the parker's own thread once it is done with the parker,
+    /// before the parker's memory goes away (`lock::Retire`): returns once
+    /// no waker touches it any more. Only the portable parker's wakers do
+    /// after their wake store; the futex parker passes the kernel an
+    /// address, and the loom model's wakers hold no handle.
+    #[inline(always)]
+    fn retire(&self) {}
 }
 
 /// The deadline type of a platform's parker.

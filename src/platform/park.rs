@@ -32,19 +32,41 @@ fn took_a_foreign_token() {
 
 /// A wait word (its states and transitions: `super::word`) plus the handle of the thread that waits on it.
 ///
+/// A waker reaches the thread through the handle in the parker, after the
+/// store that lets the thread go: it counts itself in `wakers` before that
+/// store and out after its `Thread::unpark`, and the thread's `retire`
+/// waits for the count to fall to zero before the node goes away. A waker
+/// never holds a handle of its own, so it never drops the last one: that
+/// would free the thread's handle inside a lock call (an allocator call
+/// there, which a mutex guarding an allocator could not survive), had the
+/// woken thread returned and exited meanwhile.
+///
 /// `LOSES_TOKENS` (tests only) is a deliberately broken parker that gives
 /// no park token back (see `give_back_token`): the negative control of the
 /// tests that a `Thread::unpark` aimed at a sleeping waiter is not lost.
-pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false> {
+/// `IGNORES_WAKERS` (tests only) is one whose `retire` does not wait: the
+/// negative control of the tests that no waker touches a retired parker.
+pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false, const IGNORES_WAKERS: bool = false>
+{
     word: AtomicU32,
-    /// Set by the owning thread in `prepare`, read by the unparker before its
-    /// wake store; never both at once (the node's publication orders them).
+    /// How many wakers may still touch the parker: an `unpark` from before
+    /// its wake store to after its OS wake, a nudge from before its store
+    /// to after its `wake_nudged`.
+    wakers: AtomicU32,
+    /// Set by the owning thread in `prepare` before the node's first
+    /// publication, and only read after that (by wakers and by the thread).
     thread: UnsafeCell<Option<Thread>>,
 }
 
-impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
+impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
+    for ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>
+{
     fn new() -> Self {
-        ThreadParker { word: AtomicU32::new(AWAKE), thread: UnsafeCell::new(None) }
+        ThreadParker {
+            word: AtomicU32::new(AWAKE),
+            wakers: AtomicU32::new(0),
+            thread: UnsafeCell::new(None),
+        }
     }
 
     fn prepare(&self) {
@@ -108,42 +130,99 @@ impl<const LOSES_TOKENS: bool> Parker for ThreadParker<LOSES_TOKENS> {
     }
 
     unsafe fn unpark(this: *const Self) {
-        // SAFETY: the caller guarantees `this` is live until the wake swap.
-        // The handle is cloned out first (a reference-count increment) so
-        // nothing reads the node after the swap.
-        let thread = unsafe { (*(*this).thread.get()).clone() };
-        // SAFETY: still live; after this swap the thread may return.
-        let was = unsafe { (*this).word.swap(AWAKE, Release) };
-        // A thread still PARKED is not in `thread::park`: it sees AWAKE
-        // when it next looks, and needs no token.
+        // SAFETY: the caller guarantees `this` is live until the wake swap;
+        // counted among its wakers first, it stays live until our `done`
+        // (`retire`). Relaxed: the swap's Release orders the count before
+        // the thread's Acquire of AWAKE, and so before its `retire`.
+        let was = unsafe {
+            (*this).wakers.fetch_add(1, Relaxed);
+            (*this).word.swap(AWAKE, Release)
+        };
+        // A thread still PARKED is not in `thread::park`: it sees AWAKE when
+        // it next looks, and needs no token.
         if was != PARKED {
-            wake(thread.expect("unpark of a parker that was never armed"));
+            // SAFETY: live, as above.
+            wake(unsafe { (*this).handle() });
         }
+        // SAFETY: counted in above.
+        unsafe { Self::done(this) };
     }
 
-    type Wake = Thread;
+    type Wake = Nudged<LOSES_TOKENS, IGNORES_WAKERS>;
 
-    unsafe fn nudge(this: *const Self) -> Nudge<Thread> {
+    unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake> {
         // SAFETY: the node is linked and we own the stack, so its thread
-        // cannot return from `lock` (it would need the stack to leave it).
+        // cannot return from `lock` (it would need the stack to leave it);
+        // counted in, it stays live until our `done` (`retire`). Relaxed:
+        // the thread's `retire` follows our release of the stack.
         // Release, failure Relaxed: as in the futex parker's `nudge`.
-        match unsafe { (*this).word.compare_exchange(SLEEPING, NUDGED, Release, Relaxed) } {
-            // SAFETY: as above; `prepare` wrote the handle before the push.
-            Ok(_) => Nudge::Woken(
-                unsafe { (*(*this).thread.get()).clone() }
-                    .expect("nudge of a parker that was never armed"),
-            ),
-            Err(NUDGED) => Nudge::Pending,
-            Err(_) => Nudge::Running,
+        let nudged = unsafe {
+            (*this).wakers.fetch_add(1, Relaxed);
+            (*this).word.compare_exchange(SLEEPING, NUDGED, Release, Relaxed)
+        };
+        match nudged {
+            Ok(_) => Nudge::Woken(Nudged(this)),
+            Err(found) => {
+                // SAFETY: counted in above.
+                unsafe { Self::done(this) };
+                if found == NUDGED { Nudge::Pending } else { Nudge::Running }
+            }
         }
     }
 
-    fn wake_nudged(thread: Thread) {
-        wake(thread);
+    fn wake_nudged(nudged: Self::Wake) {
+        // SAFETY: `nudge` counted us in, so the parker is live until `done`.
+        unsafe {
+            wake((*nudged.0).handle());
+            Self::done(nudged.0);
+        }
+    }
+
+    fn retire(&self) {
+        let mut waits = 0;
+        // Acquire: pairs with each waker's Release in `done`, so its last
+        // access comes before whatever reuses the node's memory. The wait
+        // is a waker's few steps after its store (an OS wake), unless it was
+        // preempted there.
+        while !IGNORES_WAKERS && self.wakers.load(Acquire) != 0 {
+            super::native::back_off(&mut waits, 4, None);
+        }
     }
 }
 
-impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
+/// The wake a nudge of a [`ThreadParker`] owes: the parker, counted among
+/// its wakers until the wake is made.
+pub(crate) struct Nudged<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool>(
+    *const ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>,
+);
+
+impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool>
+    ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>
+{
+    /// The handle of the parker's thread.
+    ///
+    /// # Safety
+    /// Only after `prepare` published the parker (by the push of its node,
+    /// or its listing); no `&mut` to the parker exists.
+    unsafe fn handle(&self) -> &Thread {
+        // SAFETY: only `prepare` writes `thread`, before the publication.
+        unsafe { &*self.thread.get() }.as_ref().expect("wake of a parker that was never armed")
+    }
+
+    /// A waker is done with the parker at `this`: its last access.
+    ///
+    /// # Safety
+    /// The caller counted itself in `wakers` and has not been done since.
+    unsafe fn done(this: *const Self) {
+        #[cfg(test)]
+        if let Some(pause) = tests::BEFORE_DONE.get() {
+            pause();
+        }
+        // Release: see `retire`.
+        // SAFETY: live until this decrement, by the caller's count.
+        unsafe { (*this).wakers.fetch_sub(1, Release) };
+    }
+
     /// Gives the calling thread back a park token if our wait called
     /// `thread::park` at all. A park may have taken a `Thread::unpark` meant
     /// for the thread's own `thread::park`, by code that knows nothing of the
@@ -173,10 +252,150 @@ impl<const LOSES_TOKENS: bool> ThreadParker<LOSES_TOKENS> {
 /// Wakes `thread` (`Thread::unpark`), counting the call in a `stats` build
 /// as the futex parker counts its `FUTEX_WAKE`.
 #[inline]
-fn wake(thread: Thread) {
+fn wake(thread: &Thread) {
     #[cfg(feature = "stats")]
     let start = crate::arch::ticks();
     thread.unpark();
     #[cfg(feature = "stats")]
     crate::stats::wake_call(start);
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    std::thread_local! {
+        /// Called by this thread's wakers in `done`, just before their last
+        /// access to the parker: a window that the tests widen at will.
+        pub(super) static BEFORE_DONE: Cell<Option<fn()>> = const { Cell::new(None) };
+        /// What the pause of `BEFORE_DONE` waits for: set while it is.
+        static WATCHED: Cell<*const Watched> = const { Cell::new(core::ptr::null()) };
+    }
+
+    /// A waiter's progress, seen from a paused waker.
+    #[derive(Default)]
+    struct Watched {
+        /// The waiter returned from `park` and calls `retire`.
+        retiring: AtomicBool,
+        /// The waiter's `retire` returned: its node could go away now.
+        retired: AtomicBool,
+        /// `retired` was seen while the waker was not done yet.
+        retired_early: AtomicBool,
+        /// How long the pause watches once the waiter is retiring.
+        watch: Duration,
+    }
+
+    /// The pause: waits until the waiter is retiring, then watches for its
+    /// `retire` to return, for up to `watch`.
+    fn pause() {
+        // SAFETY: set only while the test that owns it waits for this
+        // thread's wake (`retired_before_the_waker_was_done`).
+        let w = unsafe { WATCHED.get().as_ref() }.expect("a watched waiter");
+        let start = Instant::now();
+        while !w.retiring.load(Acquire) {
+            assert!(start.elapsed() < Duration::from_secs(10), "the woken waiter never ran");
+            thread::yield_now();
+        }
+        let start = Instant::now();
+        while start.elapsed() < w.watch {
+            if w.retired.load(Acquire) {
+                w.retired_early.store(true, Relaxed);
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
+    /// A parker shared by its thread and a waker, as a node is.
+    struct Shared<T>(T);
+
+    impl<T> Shared<T> {
+        fn get(&self) -> &T {
+            &self.0
+        }
+    }
+
+    // SAFETY: the parker's thread writes its handle only in `prepare`,
+    // which the waker's reads follow (`armed`); the rest is atomic.
+    unsafe impl<T> Sync for Shared<T> {}
+
+    /// A thread sleeps on a `ThreadParker`, is woken (`unpark`) or nudged
+    /// (`nudge`, then `wake_nudged`) by this thread, whose waker pauses
+    /// before its last access to the parker; returns whether the sleeper's
+    /// `retire` returned before the waker was done. The parker's memory
+    /// outlives both threads, so a broken parker's early return is seen,
+    /// not a use after free.
+    fn retired_before_the_waker_was_done<const IGNORES_WAKERS: bool>(
+        nudge: bool,
+        watch: Duration,
+    ) -> bool {
+        let watched = Watched { watch, ..Watched::default() };
+        let watched = &watched;
+        let parker = Shared(ThreadParker::<false, IGNORES_WAKERS>::new());
+        let armed = AtomicBool::new(false);
+        thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let parker = parker.get();
+                parker.prepare();
+                // Release: publishes the armed parker (the push's part).
+                armed.store(true, Release);
+                let woke = parker.park();
+                watched.retiring.store(true, Release);
+                parker.retire();
+                watched.retired.store(true, Release);
+                woke
+            });
+            let parker = parker.get();
+            while !armed.load(Acquire) || parker.word.load(Relaxed) != SLEEPING {
+                thread::yield_now();
+            }
+            WATCHED.set(watched);
+            BEFORE_DONE.set(Some(pause));
+            let p: *const ThreadParker<false, IGNORES_WAKERS> = parker;
+            if nudge {
+                // SAFETY: armed, and its thread waits for this nudge.
+                match unsafe { ThreadParker::nudge(p) } {
+                    Nudge::Woken(w) => ThreadParker::<false, IGNORES_WAKERS>::wake_nudged(w),
+                    _ => panic!("a sleeping parker was not nudged"),
+                }
+            } else {
+                // SAFETY: armed, and its thread waits for this wake.
+                unsafe { ThreadParker::unpark(p) };
+            }
+            BEFORE_DONE.set(None);
+            WATCHED.set(core::ptr::null());
+            let woke = waiter.join().expect("the waiter panicked");
+            assert_eq!(woke, if nudge { Woke::Nudged } else { Woke::Unparked });
+        });
+        assert!(watched.retired.load(Acquire));
+        watched.retired_early.load(Relaxed)
+    }
+
+    /// A woken or nudged thread does not retire its parker (and let its node
+    /// go) while its waker can still touch it. The waker pauses 50 ms in
+    /// its last step, once the woken thread is retiring.
+    #[test]
+    fn retire_waits_for_the_waker() {
+        for nudge in [false, true] {
+            assert!(
+                !retired_before_the_waker_was_done::<false>(nudge, Duration::from_millis(50)),
+                "retired while the waker was not done (nudge: {nudge})"
+            );
+        }
+    }
+
+    /// The negative control: with a parker whose `retire` does not wait,
+    /// the test above sees the early return (the waker pauses until it
+    /// does, 10 s at most).
+    #[test]
+    fn retire_waits_for_the_waker_control() {
+        for nudge in [false, true] {
+            assert!(
+                retired_before_the_waker_was_done::<true>(nudge, Duration::from_secs(10)),
+                "the broken parker's early retire was not seen (nudge: {nudge})"
+            );
+        }
+    }
 }
