@@ -304,6 +304,7 @@ mod tests {
     /// timed waiter still times out.
     #[test]
     #[cfg_attr(miri, ignore = "timing on an interpreter")]
+    #[cfg_attr(spinbit_portable_parker, ignore = "the mutex sleeps on the portable parker here")]
     fn a_failing_futex_still_sleeps() {
         for errno in [libc::ENOSYS, libc::EPERM] {
             let (got, took, failed) =
@@ -338,6 +339,7 @@ mod tests {
     /// into a busy loop, which the bound above catches.
     #[test]
     #[cfg_attr(miri, ignore = "timing on an interpreter")]
+    #[cfg_attr(spinbit_portable_parker, ignore = "the mutex sleeps on the portable parker here")]
     fn negative_control_a_busy_fallback_is_caught() {
         let (got, _, failed) =
             wait_with_failing_futex(libc::ENOSYS, Duration::from_millis(50), None, true);

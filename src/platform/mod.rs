@@ -13,9 +13,13 @@ use core::sync::atomic::Ordering;
 
 pub(crate) mod native;
 
+// `--cfg spinbit_portable_parker` builds Linux with the portable parker,
+// so that the integration tests can run it as macOS, Windows and the BSDs
+// do (`.ci/run`).
 #[cfg(target_os = "linux")]
+#[cfg_attr(spinbit_portable_parker, allow(dead_code))]
 pub(crate) mod futex;
-#[cfg(any(test, not(target_os = "linux")))]
+#[cfg(any(test, not(target_os = "linux"), spinbit_portable_parker))]
 pub(crate) mod park;
 
 #[cfg(all(test, not(miri)))]

@@ -8,9 +8,9 @@ use std::cell::Cell;
 use super::{Fault, NodeCell, Parker, Platform, SpinPolicy, StateWord, Wait};
 use crate::arch::{self, Knob};
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(spinbit_portable_parker)))]
 pub(crate) type OsParker = super::futex::FutexParker;
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), spinbit_portable_parker))]
 pub(crate) type OsParker = super::park::ThreadParker;
 
 /// std atomics, the architecture's tick counter, the OS parker: the platform
