@@ -119,7 +119,7 @@ pub(crate) fn abort_with(what: &str) -> ! {
 /// Writes `bytes` to file descriptor 2 with `write(2)`, not through
 /// `std::io::stderr()`, whose lock another thread may hold for good (a
 /// logger blocked on this very mutex); errors are ignored.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn write_stderr(mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: writes from a live buffer of that length.
@@ -132,7 +132,7 @@ fn write_stderr(mut bytes: &[u8]) {
 }
 
 /// Writes `bytes` to the standard error stream; errors are ignored.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 fn write_stderr(bytes: &[u8]) {
     use std::io::Write;
     let _ = std::io::stderr().write_all(bytes);
