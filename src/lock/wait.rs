@@ -238,7 +238,9 @@ impl<P: Platform> Lock<P> {
         // succeeds only if LOCKED is still set (s has it): the holder's
         // unlock is then bound to see us.
         // SAFETY: the node is not published (first round, a failed CAS,
-        // or popped by the thread that woke us, which is done with it).
+        // or popped by the thread that woke us, which touches no field of
+        // it after its wake store but the portable parker's handle and
+        // count, read-only and atomic: see `Parker::retire`).
         unsafe {
             node.next.set(head(s));
             node.prev.set(ptr::null_mut());

@@ -151,6 +151,10 @@ impl Parker for FutexParker {
         // Only the address, as in `unpark`.
         futex_wake(word);
     }
+
+    /// Nothing to wait for: no waker touches the parker after its store.
+    #[inline(always)]
+    fn retire(&self) {}
 }
 
 /// The sleep of a parker whose futex fails with an error it cannot mean

@@ -454,6 +454,10 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
     fn wake_nudged(addr: usize) {
         futex_wake(addr, 1);
     }
+
+    /// Nothing to wait for, as in the futex parker: the portable parker's
+    /// count of wakers is checked by its own unit test, not modelled here.
+    fn retire(&self) {}
 }
 
 #[derive(Default)]

@@ -357,9 +357,8 @@ pub(crate) trait Parker {
     /// before the parker's memory goes away (`lock::Retire`): returns once
     /// no waker touches it any more. Only the portable parker's wakers do
     /// after their wake store; the futex parker passes the kernel an
-    /// address, and the loom model's wakers hold no handle.
-    #[inline(always)]
-    fn retire(&self) {}
+    /// address, and the loom model's wakers pass their futex table one.
+    fn retire(&self);
 }
 
 /// The deadline type of a platform's parker.

@@ -44,10 +44,10 @@ fn took_a_foreign_token() {
 /// `LOSES_TOKENS` (tests only) is a deliberately broken parker that gives
 /// no park token back (see `give_back_token`): the negative control of the
 /// tests that a `Thread::unpark` aimed at a sleeping waiter is not lost.
-/// `IGNORES_WAKERS` (tests only) is one whose `retire` does not wait: the
-/// negative control of the tests that no waker touches a retired parker.
-pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false, const IGNORES_WAKERS: bool = false>
-{
+/// `BROKEN` (tests only) breaks the count: [`RETIRES_EARLY`] or
+/// [`COUNTS_LATE`], the negative controls of the test that no waker
+/// touches a retired parker.
+pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false, const BROKEN: u8 = SOUND> {
     word: AtomicU32,
     /// How many wakers may still touch the parker: an `unpark` from before
     /// its wake store to after its OS wake, a nudge from before its store
@@ -58,9 +58,15 @@ pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false, const IGNORES_W
     thread: UnsafeCell<Option<Thread>>,
 }
 
-impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
-    for ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>
-{
+/// The count of wakers as it is.
+pub(crate) const SOUND: u8 = 0;
+/// Broken on purpose: `retire` does not wait for the wakers.
+pub(crate) const RETIRES_EARLY: u8 = 1;
+/// Broken on purpose: a waker counts itself in only after its OS wake, so
+/// the thread may retire while the waker reads the handle.
+pub(crate) const COUNTS_LATE: u8 = 2;
+
+impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_TOKENS, BROKEN> {
     fn new() -> Self {
         ThreadParker {
             word: AtomicU32::new(AWAKE),
@@ -70,11 +76,15 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
     }
 
     fn prepare(&self) {
-        // SAFETY: the node is not published yet (or was popped and its
-        // unparker is done with it), so nobody else reads `thread`.
-        let slot = unsafe { &mut *self.thread.get() };
-        if slot.is_none() {
-            *slot = Some(thread::current());
+        // The handle is written at the first arming only, before the node's
+        // first publication; a re-arming (after a wake, a nudge or a
+        // timeout) only reads it, since the waker of the previous arming may
+        // still be reading it too (`retire` has not run yet).
+        // SAFETY: nobody writes `thread` but this first arming, and nobody
+        // reads it before the publication that follows it.
+        if unsafe { (*self.thread.get()).is_none() } {
+            // SAFETY: as above.
+            unsafe { *self.thread.get() = Some(thread::current()) };
         }
         // Relaxed: published by the Release CAS that pushes the node.
         self.word.store(PARKED, Relaxed);
@@ -135,20 +145,24 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
         // (`retire`). Relaxed: the swap's Release orders the count before
         // the thread's Acquire of AWAKE, and so before its `retire`.
         let was = unsafe {
-            (*this).wakers.fetch_add(1, Relaxed);
+            Self::count_in(this, BROKEN != COUNTS_LATE);
             (*this).word.swap(AWAKE, Release)
         };
+        after_wake_store();
         // A thread still PARKED is not in `thread::park`: it sees AWAKE when
         // it next looks, and needs no token.
         if was != PARKED {
             // SAFETY: live, as above.
             wake(unsafe { (*this).handle() });
         }
-        // SAFETY: counted in above.
-        unsafe { Self::done(this) };
+        // SAFETY: counted in above (or, broken on purpose, now).
+        unsafe {
+            Self::count_in(this, BROKEN == COUNTS_LATE);
+            Self::done(this);
+        }
     }
 
-    type Wake = Nudged<LOSES_TOKENS, IGNORES_WAKERS>;
+    type Wake = Nudged<LOSES_TOKENS, BROKEN>;
 
     unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake> {
         // SAFETY: the node is linked and we own the stack, so its thread
@@ -157,14 +171,20 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
         // the thread's `retire` follows our release of the stack.
         // Release, failure Relaxed: as in the futex parker's `nudge`.
         let nudged = unsafe {
-            (*this).wakers.fetch_add(1, Relaxed);
+            Self::count_in(this, BROKEN != COUNTS_LATE);
             (*this).word.compare_exchange(SLEEPING, NUDGED, Release, Relaxed)
         };
         match nudged {
-            Ok(_) => Nudge::Woken(Nudged(this)),
+            Ok(_) => {
+                after_wake_store();
+                Nudge::Woken(Nudged(this))
+            }
             Err(found) => {
-                // SAFETY: counted in above.
-                unsafe { Self::done(this) };
+                // SAFETY: counted in above (or, broken on purpose, now).
+                unsafe {
+                    Self::count_in(this, BROKEN == COUNTS_LATE);
+                    Self::done(this);
+                }
                 if found == NUDGED { Nudge::Pending } else { Nudge::Running }
             }
         }
@@ -174,6 +194,7 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
         // SAFETY: `nudge` counted us in, so the parker is live until `done`.
         unsafe {
             wake((*nudged.0).handle());
+            Self::count_in(nudged.0, BROKEN == COUNTS_LATE);
             Self::done(nudged.0);
         }
     }
@@ -183,8 +204,8 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
         // Acquire: pairs with each waker's Release in `done`, so its last
         // access comes before whatever reuses the node's memory. The wait
         // is a waker's few steps after its store (an OS wake), unless it was
-        // preempted there.
-        while !IGNORES_WAKERS && self.wakers.load(Acquire) != 0 {
+        // preempted there; a thread handed the lock waits holding it.
+        while BROKEN != RETIRES_EARLY && self.wakers.load(Acquire) != 0 {
             super::native::back_off(&mut waits, 4, None);
         }
     }
@@ -192,13 +213,21 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool> Parker
 
 /// The wake a nudge of a [`ThreadParker`] owes: the parker, counted among
 /// its wakers until the wake is made.
-pub(crate) struct Nudged<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool>(
-    *const ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>,
+pub(crate) struct Nudged<const LOSES_TOKENS: bool, const BROKEN: u8>(
+    *const ThreadParker<LOSES_TOKENS, BROKEN>,
 );
 
-impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool>
-    ThreadParker<LOSES_TOKENS, IGNORES_WAKERS>
-{
+/// Tests only: a pause right after a waker's store that lets the thread go
+/// (`tests::AFTER_WAKE_STORE`), the start of the window the count covers.
+#[inline(always)]
+fn after_wake_store() {
+    #[cfg(test)]
+    if let Some(pause) = tests::AFTER_WAKE_STORE.get() {
+        pause();
+    }
+}
+
+impl<const LOSES_TOKENS: bool, const BROKEN: u8> ThreadParker<LOSES_TOKENS, BROKEN> {
     /// The handle of the parker's thread.
     ///
     /// # Safety
@@ -209,15 +238,23 @@ impl<const LOSES_TOKENS: bool, const IGNORES_WAKERS: bool>
         unsafe { &*self.thread.get() }.as_ref().expect("wake of a parker that was never armed")
     }
 
+    /// A waker counts itself in `wakers` (if `now`).
+    ///
+    /// # Safety
+    /// `this` is live.
+    #[inline(always)]
+    unsafe fn count_in(this: *const Self, now: bool) {
+        if now {
+            // SAFETY: forwarded from the caller.
+            unsafe { (*this).wakers.fetch_add(1, Relaxed) };
+        }
+    }
+
     /// A waker is done with the parker at `this`: its last access.
     ///
     /// # Safety
     /// The caller counted itself in `wakers` and has not been done since.
     unsafe fn done(this: *const Self) {
-        #[cfg(test)]
-        if let Some(pause) = tests::BEFORE_DONE.get() {
-            pause();
-        }
         // Release: see `retire`.
         // SAFETY: live until this decrement, by the caller's count.
         unsafe { (*this).wakers.fetch_sub(1, Release) };
@@ -267,21 +304,21 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     std::thread_local! {
-        /// Called by this thread's wakers in `done`, just before their last
-        /// access to the parker: a window that the tests widen at will.
-        pub(super) static BEFORE_DONE: Cell<Option<fn()>> = const { Cell::new(None) };
-        /// What the pause of `BEFORE_DONE` waits for: set while it is.
+        /// Called by this thread's wakers right after the store that lets
+        /// the thread go: a window that the tests widen at will.
+        pub(super) static AFTER_WAKE_STORE: Cell<Option<fn()>> = const { Cell::new(None) };
+        /// What the pause of `AFTER_WAKE_STORE` watches: set while it is.
         static WATCHED: Cell<*const Watched> = const { Cell::new(core::ptr::null()) };
     }
 
     /// A waiter's progress, seen from a paused waker.
     #[derive(Default)]
     struct Watched {
-        /// The waiter returned from `park` and calls `retire`.
+        /// The waiter returned from its park and calls `retire`.
         retiring: AtomicBool,
         /// The waiter's `retire` returned: its node could go away now.
         retired: AtomicBool,
-        /// `retired` was seen while the waker was not done yet.
+        /// `retired` was seen while the waker was paused.
         retired_early: AtomicBool,
         /// How long the pause watches once the waiter is retiring.
         watch: Duration,
@@ -290,8 +327,8 @@ pub(crate) mod tests {
     /// The pause: waits until the waiter is retiring, then watches for its
     /// `retire` to return, for up to `watch`.
     fn pause() {
-        // SAFETY: set only while the test that owns it waits for this
-        // thread's wake (`retired_before_the_waker_was_done`).
+        // SAFETY: set only while the test that owns it wakes the waiter
+        // (`retired_before_the_waker_was_done`).
         let w = unsafe { WATCHED.get().as_ref() }.expect("a watched waiter");
         let start = Instant::now();
         while !w.retiring.load(Acquire) {
@@ -321,19 +358,18 @@ pub(crate) mod tests {
     // which the waker's reads follow (`armed`); the rest is atomic.
     unsafe impl<T> Sync for Shared<T> {}
 
-    /// A thread sleeps on a `ThreadParker`, is woken (`unpark`) or nudged
-    /// (`nudge`, then `wake_nudged`) by this thread, whose waker pauses
-    /// before its last access to the parker; returns whether the sleeper's
-    /// `retire` returned before the waker was done. The parker's memory
-    /// outlives both threads, so a broken parker's early return is seen,
-    /// not a use after free.
-    fn retired_before_the_waker_was_done<const IGNORES_WAKERS: bool>(
-        nudge: bool,
-        watch: Duration,
-    ) -> bool {
+    /// A thread sleeps on a `ThreadParker` in timed parks of 20 ms, one
+    /// after another, until this thread wakes it (`unpark`) or nudges it
+    /// (`nudge`, then `wake_nudged`). The waker pauses right after its
+    /// store, before it reaches the handle; the sleeper's timed park then
+    /// runs out and finds the store without the OS wake. Returns whether
+    /// the sleeper's `retire` returned during the pause. The parker's
+    /// memory outlives both threads, so a broken parker's early return is
+    /// seen, not a use after free.
+    fn retired_before_the_waker_was_done<const BROKEN: u8>(nudge: bool, watch: Duration) -> bool {
         let watched = Watched { watch, ..Watched::default() };
         let watched = &watched;
-        let parker = Shared(ThreadParker::<false, IGNORES_WAKERS>::new());
+        let parker = Shared(ThreadParker::<false, BROKEN>::new());
         let armed = AtomicBool::new(false);
         thread::scope(|s| {
             let waiter = s.spawn(|| {
@@ -341,30 +377,42 @@ pub(crate) mod tests {
                 parker.prepare();
                 // Release: publishes the armed parker (the push's part).
                 armed.store(true, Release);
-                let woke = parker.park();
+                let woke = loop {
+                    match parker.park_until(Instant::now() + Duration::from_millis(20)) {
+                        Woke::TimedOut => continue,
+                        woke => break woke,
+                    }
+                };
                 watched.retiring.store(true, Release);
                 parker.retire();
                 watched.retired.store(true, Release);
                 woke
             });
             let parker = parker.get();
-            while !armed.load(Acquire) || parker.word.load(Relaxed) != SLEEPING {
-                thread::yield_now();
-            }
+            let p: *const ThreadParker<false, BROKEN> = parker;
             WATCHED.set(watched);
-            BEFORE_DONE.set(Some(pause));
-            let p: *const ThreadParker<false, IGNORES_WAKERS> = parker;
-            if nudge {
+            AFTER_WAKE_STORE.set(Some(pause));
+            loop {
+                while !armed.load(Acquire) || parker.word.load(Relaxed) != SLEEPING {
+                    thread::yield_now();
+                }
+                if !nudge {
+                    // SAFETY: armed, and its thread waits for this wake.
+                    unsafe { ThreadParker::unpark(p) };
+                    break;
+                }
                 // SAFETY: armed, and its thread waits for this nudge.
                 match unsafe { ThreadParker::nudge(p) } {
-                    Nudge::Woken(w) => ThreadParker::<false, IGNORES_WAKERS>::wake_nudged(w),
-                    _ => panic!("a sleeping parker was not nudged"),
+                    Nudge::Woken(w) => {
+                        ThreadParker::<false, BROKEN>::wake_nudged(w);
+                        break;
+                    }
+                    // Between two timed parks: try again.
+                    Nudge::Running => continue,
+                    Nudge::Pending => panic!("nudged twice"),
                 }
-            } else {
-                // SAFETY: armed, and its thread waits for this wake.
-                unsafe { ThreadParker::unpark(p) };
             }
-            BEFORE_DONE.set(None);
+            AFTER_WAKE_STORE.set(None);
             WATCHED.set(core::ptr::null());
             let woke = waiter.join().expect("the waiter panicked");
             assert_eq!(woke, if nudge { Woke::Nudged } else { Woke::Unparked });
@@ -374,27 +422,31 @@ pub(crate) mod tests {
     }
 
     /// A woken or nudged thread does not retire its parker (and let its node
-    /// go) while its waker can still touch it. The waker pauses 50 ms in
-    /// its last step, once the woken thread is retiring.
+    /// go) while its waker can still touch it. The waker pauses 50 ms once
+    /// the woken thread is retiring.
     #[test]
     fn retire_waits_for_the_waker() {
         for nudge in [false, true] {
             assert!(
-                !retired_before_the_waker_was_done::<false>(nudge, Duration::from_millis(50)),
+                !retired_before_the_waker_was_done::<SOUND>(nudge, Duration::from_millis(50)),
                 "retired while the waker was not done (nudge: {nudge})"
             );
         }
     }
 
-    /// The negative control: with a parker whose `retire` does not wait,
-    /// the test above sees the early return (the waker pauses until it
-    /// does, 10 s at most).
+    /// The negative controls: a parker whose `retire` does not wait, and one
+    /// whose wakers count themselves in only after the OS wake, must each be
+    /// seen retiring early (the waker pauses until it does, 10 s at most).
     #[test]
     fn retire_waits_for_the_waker_control() {
         for nudge in [false, true] {
             assert!(
-                retired_before_the_waker_was_done::<true>(nudge, Duration::from_secs(10)),
-                "the broken parker's early retire was not seen (nudge: {nudge})"
+                retired_before_the_waker_was_done::<RETIRES_EARLY>(nudge, Duration::from_secs(10)),
+                "a retire that does not wait was not seen (nudge: {nudge})"
+            );
+            assert!(
+                retired_before_the_waker_was_done::<COUNTS_LATE>(nudge, Duration::from_secs(10)),
+                "a waker that counts itself in late was not seen (nudge: {nudge})"
             );
         }
     }
