@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{AllSpin, Native, NativeWith, NoSpin, OsParker, SpinOne, Variant};
-use crate::platform::park::ThreadParker;
+use crate::platform::park::{StdThreads, ThreadParker};
 use crate::platform::{Event, Nudge, Parker, Platform, Wait, Woke};
 
 #[path = "../tests/common/mod.rs"]
@@ -30,7 +30,7 @@ use common::{Rng, Watchdog};
 type ThreadPark = NativeWith<ThreadParker, SpinOne, 0>;
 /// The portable parker with a deliberate bug: it gives no park token back
 /// (a negative control).
-type ThreadParkLosesTokens = NativeWith<ThreadParker<true>, SpinOne, 0>;
+type ThreadParkLosesTokens = NativeWith<ThreadParker<StdThreads, true>, SpinOne, 0>;
 /// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
 /// under real threads.
 type MixedWake = NativeWith<OsParker, SpinOne, 2>;
@@ -2192,7 +2192,7 @@ fn a_thread_keeps_a_merged_park_token_portable_parker() {
 #[test]
 #[should_panic(expected = "was lost")]
 fn a_parker_that_loses_the_merged_token_fails_the_merge_check() {
-    keeps_a_merged_park_token::<crate::platform::park::ThreadParker<true>>(false);
+    keeps_a_merged_park_token::<ThreadParker<StdThreads, true>>(false);
 }
 
 #[test]

@@ -455,8 +455,8 @@ impl<const FAULT: u8, const SPURIOUS: usize> Parker for FutexModel<FAULT, SPURIO
         futex_wake(addr, 1);
     }
 
-    /// Nothing to wait for, as in the futex parker: the portable parker's
-    /// count of wakers is checked by its own unit test, not modelled here.
+    /// Nothing to wait for, as in the futex parker (the portable parker's
+    /// count of wakers has models of its own, `park_model.rs`).
     fn retire(&self) {}
 }
 

@@ -1,16 +1,21 @@
 //! Portable parker: std's `thread::park`/`unpark`, for every OS without
 //! futexes (macOS, Windows, the BSDs), and tested on Linux too.
+//!
+//! The parker is generic over the threads it runs on ([`Threads`]): std's
+//! ([`StdThreads`], the shipped parker) or loom's (its models, in
+//! `park_model.rs`).
 
 #[cfg(test)]
 use core::cell::Cell;
 use core::cell::UnsafeCell;
+use core::sync::atomic::AtomicU32;
 #[cfg(test)]
 use core::sync::atomic::AtomicU64;
-use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
-use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, give_up, settle};
+use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, Word, give_up, settle};
 use super::{Nudge, Parker, Woke};
 
 #[cfg(test)]
@@ -30,6 +35,153 @@ fn took_a_foreign_token() {
     }
 }
 
+/// What the portable parker needs from the threads it runs on.
+pub(crate) trait Threads: 'static {
+    /// A thread's handle, which wakes it.
+    type Handle;
+    /// An atomic `u32`.
+    type U32: Word32;
+    /// The parker's cell for its thread's handle.
+    type Slot: Slot<Self::Handle>;
+    /// A point in time a timed park gives up at.
+    type Deadline: Copy + Ord;
+    /// The calling thread's handle.
+    fn current() -> Self::Handle;
+    /// Sleeps until the thread's park token is available, and takes it (or
+    /// returns spuriously).
+    fn park();
+    /// As `park`, but returns at `deadline` too; `false`, at once, if it
+    /// has passed.
+    fn park_until(deadline: Self::Deadline) -> bool;
+    /// Makes the thread's park token available.
+    fn unpark(handle: &Self::Handle);
+    /// One wait of `retire` for its wakers (`waits` counts them).
+    fn wait(waits: &mut u32);
+    /// Between a waker's store that lets the thread go and its OS wake:
+    /// nothing, but a pause where a unit test asks for one
+    /// (`tests::AFTER_WAKE_STORE`), and in the models a point where loom
+    /// may switch threads, as a preemption could.
+    fn after_wake_store();
+}
+
+/// The atomic operations the parker makes on its two words.
+pub(crate) trait Word32: Word {
+    fn new(value: u32) -> Self;
+    fn store(&self, value: u32, order: Ordering);
+    fn swap(&self, value: u32, order: Ordering) -> u32;
+    fn fetch_add(&self, value: u32, order: Ordering) -> u32;
+    fn fetch_sub(&self, value: u32, order: Ordering) -> u32;
+}
+
+impl Word32 for AtomicU32 {
+    #[inline(always)]
+    fn new(value: u32) -> Self {
+        AtomicU32::new(value)
+    }
+    #[inline(always)]
+    fn store(&self, value: u32, order: Ordering) {
+        AtomicU32::store(self, value, order);
+    }
+    #[inline(always)]
+    fn swap(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::swap(self, value, order)
+    }
+    #[inline(always)]
+    fn fetch_add(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, value, order)
+    }
+    #[inline(always)]
+    fn fetch_sub(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_sub(self, value, order)
+    }
+}
+
+/// The cell that holds a parker's thread handle.
+pub(crate) trait Slot<H> {
+    fn empty() -> Self;
+    /// Replaces the handle.
+    ///
+    /// # Safety
+    /// Nobody else accesses the cell meanwhile.
+    unsafe fn set(&self, handle: Option<H>);
+    /// Calls `f` with the handle.
+    ///
+    /// # Safety
+    /// Nobody writes the cell meanwhile.
+    unsafe fn with<R>(&self, f: impl FnOnce(Option<&H>) -> R) -> R;
+}
+
+impl<H> Slot<H> for UnsafeCell<Option<H>> {
+    #[inline(always)]
+    fn empty() -> Self {
+        UnsafeCell::new(None)
+    }
+    #[inline(always)]
+    unsafe fn set(&self, handle: Option<H>) {
+        // SAFETY: forwarded from the caller.
+        unsafe { *self.get() = handle };
+    }
+    #[inline(always)]
+    unsafe fn with<R>(&self, f: impl FnOnce(Option<&H>) -> R) -> R {
+        // SAFETY: forwarded from the caller.
+        f(unsafe { (*self.get()).as_ref() })
+    }
+}
+
+/// std's threads: the parker that ships.
+pub(crate) struct StdThreads;
+
+impl Threads for StdThreads {
+    type Handle = Thread;
+    type U32 = AtomicU32;
+    type Slot = UnsafeCell<Option<Thread>>;
+    type Deadline = Instant;
+
+    #[inline]
+    fn current() -> Thread {
+        thread::current()
+    }
+
+    #[inline]
+    fn park() {
+        thread::park();
+    }
+
+    #[inline]
+    fn park_until(deadline: Instant) -> bool {
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        thread::park_timeout(deadline - now);
+        true
+    }
+
+    /// Counts the call in a `stats` build as the futex parker counts its
+    /// `FUTEX_WAKE`.
+    #[inline]
+    fn unpark(thread: &Thread) {
+        #[cfg(feature = "stats")]
+        let start = crate::arch::ticks();
+        thread.unpark();
+        #[cfg(feature = "stats")]
+        crate::stats::wake_call(start);
+    }
+
+    #[inline]
+    fn wait(waits: &mut u32) {
+        super::native::back_off(waits, 4, None);
+    }
+
+    #[inline(always)]
+    fn after_wake_store() {
+        #[cfg(test)]
+        if let Some(pause) = tests::AFTER_WAKE_STORE.get() {
+            pause();
+        }
+    }
+}
+
 /// A wait word (its states and transitions: `super::word`) plus the handle of the thread that waits on it.
 ///
 /// A waker reaches the thread through the handle in the parker, after the
@@ -45,17 +197,21 @@ fn took_a_foreign_token() {
 /// no park token back (see `give_back_token`): the negative control of the
 /// tests that a `Thread::unpark` aimed at a sleeping waiter is not lost.
 /// `BROKEN` (tests only) breaks the count: [`RETIRES_EARLY`] or
-/// [`COUNTS_LATE`], the negative controls of the test that no waker
+/// [`COUNTS_LATE`], the negative controls of the tests that no waker
 /// touches a retired parker.
-pub(crate) struct ThreadParker<const LOSES_TOKENS: bool = false, const BROKEN: u8 = SOUND> {
-    word: AtomicU32,
+pub(crate) struct ThreadParker<
+    T: Threads = StdThreads,
+    const LOSES_TOKENS: bool = false,
+    const BROKEN: u8 = SOUND,
+> {
+    word: T::U32,
     /// How many wakers may still touch the parker: an `unpark` from before
     /// its wake store to after its OS wake, a nudge from before its store
     /// to after its `wake_nudged`.
-    wakers: AtomicU32,
+    wakers: T::U32,
     /// Set by the owning thread in `prepare` before the node's first
     /// publication, and only read after that (by wakers and by the thread).
-    thread: UnsafeCell<Option<Thread>>,
+    thread: T::Slot,
 }
 
 /// The count of wakers as it is.
@@ -66,13 +222,11 @@ pub(crate) const RETIRES_EARLY: u8 = 1;
 /// the thread may retire while the waker reads the handle.
 pub(crate) const COUNTS_LATE: u8 = 2;
 
-impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_TOKENS, BROKEN> {
+impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
+    for ThreadParker<T, LOSES_TOKENS, BROKEN>
+{
     fn new() -> Self {
-        ThreadParker {
-            word: AtomicU32::new(AWAKE),
-            wakers: AtomicU32::new(0),
-            thread: UnsafeCell::new(None),
-        }
+        ThreadParker { word: T::U32::new(AWAKE), wakers: T::U32::new(0), thread: T::Slot::empty() }
     }
 
     fn prepare(&self) {
@@ -82,9 +236,9 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         // still be reading it too (`retire` has not run yet).
         // SAFETY: nobody writes `thread` but this first arming, and nobody
         // reads it before the publication that follows it.
-        if unsafe { (*self.thread.get()).is_none() } {
+        if unsafe { self.thread.with(|h| h.is_none()) } {
             // SAFETY: as above.
-            unsafe { *self.thread.get() = Some(thread::current()) };
+            unsafe { self.thread.set(Some(T::current())) };
         }
         // Relaxed: published by the Release CAS that pushes the node.
         self.word.store(PARKED, Relaxed);
@@ -98,7 +252,7 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
             if let Some(woke) = settle(&self.word) {
                 break woke;
             }
-            thread::park();
+            T::park();
             parked = true;
             if self.word.load(Relaxed) == SLEEPING {
                 took_a_foreign_token();
@@ -108,22 +262,20 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         woke
     }
 
-    type Deadline = Instant;
+    type Deadline = T::Deadline;
 
-    fn park_until(&self, deadline: Instant) -> Woke {
-        // As in `park`. `park_timeout` may return early (spuriously or on
-        // a token that was not ours); the loop looks at the word and the
-        // clock again.
+    fn park_until(&self, deadline: T::Deadline) -> Woke {
+        // As in `park`. A timed park may return early (spuriously or on a
+        // token that was not ours); the loop looks at the word and the clock
+        // again.
         let mut parked = false;
         let woke = loop {
             if let Some(woke) = settle(&self.word) {
                 break woke;
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if !T::park_until(deadline) {
                 break give_up(&self.word);
             }
-            thread::park_timeout(deadline - now);
             parked = true;
             if self.word.load(Relaxed) == SLEEPING {
                 took_a_foreign_token();
@@ -132,7 +284,6 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         self.give_back_token(parked && !LOSES_TOKENS);
         woke
     }
-
     fn unparked(&self) -> bool {
         // Acquire: pairs with the Release swap in `unpark`, so everything
         // the unparker did before it is visible.
@@ -148,12 +299,12 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
             Self::count_in(this, BROKEN != COUNTS_LATE);
             (*this).word.swap(AWAKE, Release)
         };
-        after_wake_store();
+        T::after_wake_store();
         // A thread still PARKED is not in `thread::park`: it sees AWAKE when
         // it next looks, and needs no token.
         if was != PARKED {
             // SAFETY: live, as above.
-            wake(unsafe { (*this).handle() });
+            unsafe { (*this).wake() };
         }
         // SAFETY: counted in above (or, broken on purpose, now).
         unsafe {
@@ -162,7 +313,7 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         }
     }
 
-    type Wake = Nudged<LOSES_TOKENS, BROKEN>;
+    type Wake = Nudged<T, LOSES_TOKENS, BROKEN>;
 
     unsafe fn nudge(this: *const Self) -> Nudge<Self::Wake> {
         // SAFETY: the node is linked and we own the stack, so its thread
@@ -176,7 +327,7 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         };
         match nudged {
             Ok(_) => {
-                after_wake_store();
+                T::after_wake_store();
                 Nudge::Woken(Nudged(this))
             }
             Err(found) => {
@@ -193,7 +344,7 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
     fn wake_nudged(nudged: Self::Wake) {
         // SAFETY: `nudge` counted us in, so the parker is live until `done`.
         unsafe {
-            wake((*nudged.0).handle());
+            (*nudged.0).wake();
             Self::count_in(nudged.0, BROKEN == COUNTS_LATE);
             Self::done(nudged.0);
         }
@@ -206,38 +357,40 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> Parker for ThreadParker<LOSES_T
         // is a waker's few steps after its store (an OS wake), unless it was
         // preempted there; a thread handed the lock waits holding it.
         while BROKEN != RETIRES_EARLY && self.wakers.load(Acquire) != 0 {
-            super::native::back_off(&mut waits, 4, None);
+            T::wait(&mut waits);
         }
     }
 }
 
 /// The wake a nudge of a [`ThreadParker`] owes: the parker, counted among
 /// its wakers until the wake is made.
-pub(crate) struct Nudged<const LOSES_TOKENS: bool, const BROKEN: u8>(
-    *const ThreadParker<LOSES_TOKENS, BROKEN>,
+pub(crate) struct Nudged<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8>(
+    *const ThreadParker<T, LOSES_TOKENS, BROKEN>,
 );
 
-/// Tests only: a pause right after a waker's store that lets the thread go
-/// (`tests::AFTER_WAKE_STORE`), the start of the window the count covers.
-#[inline(always)]
-fn after_wake_store() {
-    #[cfg(test)]
-    if let Some(pause) = tests::AFTER_WAKE_STORE.get() {
-        pause();
+impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> ThreadParker<T, LOSES_TOKENS, BROKEN> {
+    /// Models only: the parker's node goes away, which, as far as its
+    /// handle goes, is a write to the handle's cell.
+    ///
+    /// # Safety
+    /// The thread has retired the parker.
+    #[cfg(all(test, not(miri)))]
+    pub(crate) unsafe fn free_handle(&self) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.thread.set(None) };
     }
-}
 
-impl<const LOSES_TOKENS: bool, const BROKEN: u8> ThreadParker<LOSES_TOKENS, BROKEN> {
-    /// The handle of the parker's thread.
+    /// Wakes the parker's thread (`Thread::unpark`).
     ///
     /// # Safety
     /// Only after `prepare` published the parker (by the push of its node,
-    /// or its listing); no `&mut` to the parker exists.
-    unsafe fn handle(&self) -> &Thread {
+    /// or its listing), while the parker is live.
+    unsafe fn wake(&self) {
         // SAFETY: only `prepare` writes `thread`, before the publication.
-        unsafe { &*self.thread.get() }.as_ref().expect("wake of a parker that was never armed")
+        unsafe {
+            self.thread.with(|h| T::unpark(h.expect("wake of a parker that was never armed")));
+        }
     }
-
     /// A waker counts itself in `wakers` (if `now`).
     ///
     /// # Safety
@@ -279,22 +432,15 @@ impl<const LOSES_TOKENS: bool, const BROKEN: u8> ThreadParker<LOSES_TOKENS, BROK
         if parked {
             // SAFETY: only `prepare` writes `thread`, before the node is
             // published; an unparker may read it meanwhile, as we do.
-            if let Some(me) = unsafe { &*self.thread.get() } {
-                me.unpark();
+            unsafe {
+                self.thread.with(|me| {
+                    if let Some(me) = me {
+                        T::unpark(me);
+                    }
+                });
             }
         }
     }
-}
-
-/// Wakes `thread` (`Thread::unpark`), counting the call in a `stats` build
-/// as the futex parker counts its `FUTEX_WAKE`.
-#[inline]
-fn wake(thread: &Thread) {
-    #[cfg(feature = "stats")]
-    let start = crate::arch::ticks();
-    thread.unpark();
-    #[cfg(feature = "stats")]
-    crate::stats::wake_call(start);
 }
 
 #[cfg(test)]
@@ -369,7 +515,7 @@ pub(crate) mod tests {
     fn retired_before_the_waker_was_done<const BROKEN: u8>(nudge: bool, watch: Duration) -> bool {
         let watched = Watched { watch, ..Watched::default() };
         let watched = &watched;
-        let parker = Shared(ThreadParker::<false, BROKEN>::new());
+        let parker = Shared(ThreadParker::<StdThreads, false, BROKEN>::new());
         let armed = AtomicBool::new(false);
         thread::scope(|s| {
             let waiter = s.spawn(|| {
@@ -389,7 +535,7 @@ pub(crate) mod tests {
                 woke
             });
             let parker = parker.get();
-            let p: *const ThreadParker<false, BROKEN> = parker;
+            let p: *const ThreadParker<StdThreads, false, BROKEN> = parker;
             WATCHED.set(watched);
             AFTER_WAKE_STORE.set(Some(pause));
             loop {
@@ -404,7 +550,7 @@ pub(crate) mod tests {
                 // SAFETY: armed, and its thread waits for this nudge.
                 match unsafe { ThreadParker::nudge(p) } {
                     Nudge::Woken(w) => {
-                        ThreadParker::<false, BROKEN>::wake_nudged(w);
+                        ThreadParker::<StdThreads, false, BROKEN>::wake_nudged(w);
                         break;
                     }
                     // Between two timed parks: try again.
