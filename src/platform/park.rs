@@ -57,11 +57,11 @@ pub(crate) trait Threads: 'static {
     fn unpark(handle: &Self::Handle);
     /// One wait of `retire` for its wakers (`waits` counts them).
     fn wait(waits: &mut u32);
-    /// Between a waker's store that lets the thread go and its OS wake:
-    /// nothing, but a pause where a unit test asks for one
+    /// Between a waker's store to `word` that lets the thread go and its
+    /// OS wake: nothing, but a pause where a unit test asks for one
     /// (`tests::AFTER_WAKE_STORE`), and in the models a point where loom
     /// may switch threads, as a preemption could.
-    fn after_wake_store();
+    fn after_wake_store(word: &Self::U32);
 }
 
 /// The atomic operations the parker makes on its two words.
@@ -157,15 +157,9 @@ impl Threads for StdThreads {
         true
     }
 
-    /// Counts the call in a `stats` build as the futex parker counts its
-    /// `FUTEX_WAKE`.
     #[inline]
     fn unpark(thread: &Thread) {
-        #[cfg(feature = "stats")]
-        let start = crate::arch::ticks();
         thread.unpark();
-        #[cfg(feature = "stats")]
-        crate::stats::wake_call(start);
     }
 
     #[inline]
@@ -174,7 +168,7 @@ impl Threads for StdThreads {
     }
 
     #[inline(always)]
-    fn after_wake_store() {
+    fn after_wake_store(_: &AtomicU32) {
         #[cfg(test)]
         if let Some(pause) = tests::AFTER_WAKE_STORE.get() {
             pause();
@@ -299,7 +293,8 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
             Self::count_in(this, BROKEN != COUNTS_LATE);
             (*this).word.swap(AWAKE, Release)
         };
-        T::after_wake_store();
+        // SAFETY: live, as above.
+        T::after_wake_store(unsafe { &(*this).word });
         // A thread still PARKED is not in `thread::park`: it sees AWAKE when
         // it next looks, and needs no token.
         if was != PARKED {
@@ -327,7 +322,8 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
         };
         match nudged {
             Ok(_) => {
-                T::after_wake_store();
+                // SAFETY: live, as above.
+                T::after_wake_store(unsafe { &(*this).word });
                 Nudge::Woken(Nudged(this))
             }
             Err(found) => {
@@ -380,17 +376,23 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> ThreadParker<T, LOS
         unsafe { self.thread.set(None) };
     }
 
-    /// Wakes the parker's thread (`Thread::unpark`).
+    /// Wakes the parker's thread (`Thread::unpark`), counting the call in a
+    /// `stats` build as the futex parker counts its `FUTEX_WAKE`.
     ///
     /// # Safety
     /// Only after `prepare` published the parker (by the push of its node,
     /// or its listing), while the parker is live.
     unsafe fn wake(&self) {
+        #[cfg(feature = "stats")]
+        let start = crate::arch::ticks();
         // SAFETY: only `prepare` writes `thread`, before the publication.
         unsafe {
             self.thread.with(|h| T::unpark(h.expect("wake of a parker that was never armed")));
         }
+        #[cfg(feature = "stats")]
+        crate::stats::wake_call(start);
     }
+
     /// A waker counts itself in `wakers` (if `now`).
     ///
     /// # Safety

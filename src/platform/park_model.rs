@@ -6,17 +6,14 @@
 //! never lost, a park token that another party meant for the thread is
 //! given back, and no waker touches the parker after its thread retired it
 //! (the thread then frees the handle's cell, a write that loom checks
-//! against the waker's read of the handle). Loom's `unpark` orders the
-//! unparker's past before the unparked thread's future, so a thread that
-//! waits for its OS wake never races its waker's read of the handle; a
-//! timed park that has run out is how a thread sees the wake store without
-//! that wake (as a spurious return would), and the models of the count
-//! use it.
-
-use core::sync::atomic::Ordering::{self, Acquire, Release};
+//! against the waker's read of the handle). A token's unpark orders the
+//! unparker's past before the park that takes it, so a thread that waits
+//! for its OS wake never races its waker's read of the handle; a timed park
+//! that has run out is how a thread sees the wake store without that wake
+//! (as a spurious return would), and the models of the count use it.
 
 use core::sync::atomic::AtomicU64;
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
@@ -30,8 +27,10 @@ use super::park::{
 };
 use super::{Nudge, Parker, Woke};
 
-/// Loom's threads, with park tokens of their own ([`Token`]).
-struct LoomThreads;
+/// Loom's threads, with park tokens of their own ([`Token`]). `LOSSY`
+/// (a control of the models themselves): an unpark made while its thread
+/// is not waiting in a park is dropped.
+struct LoomThreads<const LOSSY: bool = false>;
 
 /// A thread's park token, as std's: at most one, kept until a park takes
 /// it (a spurious return aside, which the models leave out), and an unpark
@@ -39,8 +38,22 @@ struct LoomThreads;
 /// of loom's mutex and condition variable, because loom's own park token
 /// does not survive a `yield_now`, which the models need in their waits.
 struct Token {
-    set: Mutex<bool>,
+    state: Mutex<TokenState>,
     cv: Condvar,
+}
+
+#[derive(Default)]
+struct TokenState {
+    /// The token is available.
+    set: bool,
+    /// Its thread waits in a park.
+    waiting: bool,
+}
+
+impl Token {
+    fn new() -> Arc<Token> {
+        Arc::new(Token { state: Mutex::new(TokenState::default()), cv: Condvar::new() })
+    }
 }
 
 loom::thread_local! {
@@ -50,12 +63,7 @@ loom::thread_local! {
 
 /// The calling thread's token, made at its first use.
 fn token() -> Arc<Token> {
-    TOKEN.with(|t| {
-        let mut t = t.borrow_mut();
-        let token =
-            t.get_or_insert_with(|| Arc::new(Token { set: Mutex::new(false), cv: Condvar::new() }));
-        Arc::clone(token)
-    })
+    TOKEN.with(|t| Arc::clone(t.borrow_mut().get_or_insert_with(Token::new)))
 }
 
 /// The deadline of every timed park in these models: already passed, so a
@@ -63,7 +71,7 @@ fn token() -> Arc<Token> {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Passed;
 
-impl Threads for LoomThreads {
+impl<const LOSSY: bool> Threads for LoomThreads<LOSSY> {
     type Handle = Arc<Token>;
     type U32 = AtomicU32;
     type Slot = UnsafeCell<Option<Arc<Token>>>;
@@ -74,25 +82,33 @@ impl Threads for LoomThreads {
     }
     fn park() {
         let token = token();
-        let mut set = token.set.lock().unwrap();
-        while !*set {
-            set = token.cv.wait(set).unwrap();
+        let mut state = token.state.lock().unwrap();
+        while !state.set {
+            state.waiting = true;
+            state = token.cv.wait(state).unwrap();
         }
-        *set = false;
+        state.waiting = false;
+        state.set = false;
     }
     fn park_until(_: Passed) -> bool {
         false
     }
     fn unpark(token: &Arc<Token>) {
-        *token.set.lock().unwrap() = true;
+        let mut state = token.state.lock().unwrap();
+        if LOSSY && !state.waiting {
+            return;
+        }
+        state.set = true;
         token.cv.notify_one();
     }
     fn wait(_: &mut u32) {
         RETIRE_WAITS.set(RETIRE_WAITS.get() + 1);
         thread::yield_now();
     }
-    fn after_wake_store() {
-        thread::yield_now();
+    /// A look at the word: a point where loom may let the waker go on or
+    /// switch to the sleeper (a yield would always switch).
+    fn after_wake_store(word: &AtomicU32) {
+        word.load(Relaxed);
     }
 }
 
@@ -128,8 +144,8 @@ impl<H> Slot<H> for UnsafeCell<Option<H>> {
     }
 }
 
-type Model<const LOSES_TOKENS: bool, const BROKEN: u8> =
-    ThreadParker<LoomThreads, LOSES_TOKENS, BROKEN>;
+type Model<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u8> =
+    ThreadParker<LoomThreads<LOSSY>, LOSES_TOKENS, BROKEN>;
 
 /// How the waker lets the sleeper go.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -141,31 +157,38 @@ enum By {
 }
 
 std::thread_local! {
-    /// How many times a `retire` waited for a waker, over a model's
-    /// executions (loom runs them on the test's thread).
+    /// How many times a `retire` waited for a waker (loom runs a model's
+    /// threads on the test's thread).
     static RETIRE_WAITS: Cell<usize> = const { Cell::new(0) };
 }
 
 /// What a model's executions did, over all of them.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Seen {
-    /// Waits of `retire` for a waker.
-    retire_waits: usize,
-    /// Parks that returned on a token that was not the parker's wake.
-    foreign_tokens: u64,
+    /// Executions in which the sleeper found its wake or nudge in a timed
+    /// park that had run out, and its `retire` then waited for the waker.
+    timed_retire_waited: usize,
+    /// Executions in which the parker's park took a token while the word
+    /// still said SLEEPING (not its wake) after the sleeper's look had
+    /// found the flag clear: the token its own park needs later.
+    foreign_token_taken: usize,
 }
 
-/// A token for the sleeper, which the third thread of a model may unpark.
-fn token_for_sleeper() -> Arc<Token> {
-    Arc::new(Token { set: Mutex::new(false), cv: Condvar::new() })
+thread_local! {
+    static SEEN: RefCell<Seen> = RefCell::new(Seen::default());
 }
 
-fn explore(f: impl Fn() + Sync + Send + 'static) {
+/// Runs `f` under loom at bound 3 (4 in the deeper run of
+/// `SPINBIT_LOOM_DEEP`, as `crate::model`'s, or `LOOM_MAX_PREEMPTIONS`).
+fn explore(f: impl Fn() + Sync + Send + 'static) -> Seen {
+    SEEN.with(|s| *s.borrow_mut() = Seen::default());
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
+        let deep = std::env::var_os("SPINBIT_LOOM_DEEP").is_some();
+        builder.preemption_bound = Some(if deep { 4 } else { 3 });
     }
     builder.check(f);
+    SEEN.with(|s| core::mem::take(&mut *s.borrow_mut()))
 }
 
 /// A sleeper arms the parker and parks on it (`timed`: first in a timed
@@ -177,19 +200,19 @@ fn explore(f: impl Fn() + Sync + Send + 'static) {
 /// over, and again until it sees the flag (the caller's own "check, then
 /// park", around the mutex's wait): a token the parker took and did not
 /// give back leaves it asleep.
-fn wake_then_retire<const LOSES_TOKENS: bool, const BROKEN: u8>(
+fn wake_then_retire<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u8>(
     by: By,
     timed: bool,
     foreign: bool,
 ) -> Seen {
     let foreign_tokens: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
     FOREIGN_TOKENS.set(Some(foreign_tokens));
-    RETIRE_WAITS.set(0);
-    explore(move || {
-        let parker: &'static Model<LOSES_TOKENS, BROKEN> = Box::leak(Box::new(Parker::new()));
+    let seen = explore(move || {
+        let parker: &'static Model<LOSSY, LOSES_TOKENS, BROKEN> =
+            Box::leak(Box::new(Parker::new()));
         let armed: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let sleeper_token = token_for_sleeper();
+        let sleeper_token = Token::new();
         let foreign_token = Arc::clone(&sleeper_token);
         let sleeper = thread::spawn(move || {
             TOKEN.with(|t| *t.borrow_mut() = Some(sleeper_token));
@@ -197,17 +220,25 @@ fn wake_then_retire<const LOSES_TOKENS: bool, const BROKEN: u8>(
             parker.prepare();
             // Release: publishes the armed parker (the push's part).
             armed.store(true, Release);
-            let woke = match timed.then(|| parker.park_until(Passed)) {
-                None | Some(Woke::TimedOut) => parker.park(),
-                Some(woke) => woke,
+            let tokens_before = foreign_tokens.load(Relaxed);
+            let (woke, timed_woke) = match timed.then(|| parker.park_until(Passed)) {
+                None | Some(Woke::TimedOut) => (parker.park(), false),
+                Some(woke) => (woke, true),
             };
+            if foreign && !flag_was_set && foreign_tokens.load(Relaxed) > tokens_before {
+                SEEN.with(|s| s.borrow_mut().foreign_token_taken += 1);
+            }
+            let waits_before = RETIRE_WAITS.get();
             parker.retire();
+            if timed_woke && RETIRE_WAITS.get() > waits_before {
+                SEEN.with(|s| s.borrow_mut().timed_retire_waited += 1);
+            }
             // SAFETY: retired.
             unsafe { parker.free_handle() };
             if foreign && !flag_was_set {
                 // Found clear: parks, and parks again until it is set.
                 loop {
-                    LoomThreads::park();
+                    LoomThreads::<LOSSY>::park();
                     if flag.load(Acquire) {
                         break;
                     }
@@ -218,20 +249,20 @@ fn wake_then_retire<const LOSES_TOKENS: bool, const BROKEN: u8>(
         let other = foreign.then(|| {
             thread::spawn(move || {
                 flag.store(true, Release);
-                LoomThreads::unpark(&foreign_token);
+                LoomThreads::<LOSSY>::unpark(&foreign_token);
             })
         });
         while !armed.load(Acquire) {
             thread::yield_now();
         }
-        let p: *const Model<LOSES_TOKENS, BROKEN> = parker;
+        let p: *const Model<LOSSY, LOSES_TOKENS, BROKEN> = parker;
         match by {
             // SAFETY: armed, and its thread waits for this wake.
-            By::Wake => unsafe { Model::<LOSES_TOKENS, BROKEN>::unpark(p) },
+            By::Wake => unsafe { Model::<LOSSY, LOSES_TOKENS, BROKEN>::unpark(p) },
             By::Nudge => loop {
                 // SAFETY: armed, and its thread waits for this nudge.
-                match unsafe { Model::<LOSES_TOKENS, BROKEN>::nudge(p) } {
-                    Nudge::Woken(w) => break Model::<LOSES_TOKENS, BROKEN>::wake_nudged(w),
+                match unsafe { Model::<LOSSY, LOSES_TOKENS, BROKEN>::nudge(p) } {
+                    Nudge::Woken(w) => break Model::<LOSSY, LOSES_TOKENS, BROKEN>::wake_nudged(w),
                     // Not asleep yet: try again.
                     Nudge::Running => thread::yield_now(),
                     Nudge::Pending => panic!("nudged twice"),
@@ -245,17 +276,49 @@ fn wake_then_retire<const LOSES_TOKENS: bool, const BROKEN: u8>(
         }
     });
     FOREIGN_TOKENS.set(None);
-    Seen { retire_waits: RETIRE_WAITS.get(), foreign_tokens: foreign_tokens.load(Relaxed) }
+    seen
 }
+
+/// Runs a control, which must fail with one of `expected` in its message.
+fn must_fail(
+    what: &str,
+    expected: &[&str],
+    control: impl FnOnce() -> Seen + std::panic::UnwindSafe,
+) {
+    let caught = std::panic::catch_unwind(control).expect_err(what);
+    let msg = caught
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| caught.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(expected.iter().any(|e| msg.contains(e)), "{what}: unexpected panic: {msg}");
+}
+
+/// A waker's read of the handle races the sleeper's free of it: loom
+/// reports it when either access comes (a causality violation), or, if the
+/// free comes while the waker is inside its read, as that.
+const RACE: &[&str] = &["Causality violation", "currently reading from cell"];
 
 #[test]
 fn a_wake_is_never_lost() {
-    wake_then_retire::<false, SOUND>(By::Wake, false, false);
+    wake_then_retire::<false, false, SOUND>(By::Wake, false, false);
 }
 
 #[test]
 fn a_nudge_is_never_lost() {
-    wake_then_retire::<false, SOUND>(By::Nudge, false, false);
+    wake_then_retire::<false, false, SOUND>(By::Nudge, false, false);
+}
+
+/// The models reach the wake that lands before its sleeper parks: with
+/// tokens that drop such an unpark, the sleeper sleeps on.
+#[test]
+fn models_control_an_unpark_before_the_park_is_kept() {
+    must_fail("a dropped early unpark must deadlock", &["deadlock"], || {
+        wake_then_retire::<true, false, SOUND>(By::Wake, false, false)
+    });
+    must_fail("a dropped early nudge wake must deadlock", &["deadlock"], || {
+        wake_then_retire::<true, false, SOUND>(By::Nudge, false, false)
+    });
 }
 
 /// The sleeper sees the wake store in a timed park that has run out, and
@@ -263,44 +326,48 @@ fn a_nudge_is_never_lost() {
 /// `retire` must then wait.
 #[test]
 fn a_woken_thread_retires_after_its_waker() {
-    let seen = wake_then_retire::<false, SOUND>(By::Wake, true, false);
-    assert!(seen.retire_waits > 0, "{seen:?}");
+    let seen = wake_then_retire::<false, false, SOUND>(By::Wake, true, false);
+    assert!(seen.timed_retire_waited > 0, "{seen:?}");
 }
 
 #[test]
 fn a_nudged_thread_retires_after_its_nudger() {
-    let seen = wake_then_retire::<false, SOUND>(By::Nudge, true, false);
-    assert!(seen.retire_waits > 0, "{seen:?}");
+    let seen = wake_then_retire::<false, false, SOUND>(By::Nudge, true, false);
+    assert!(seen.timed_retire_waited > 0, "{seen:?}");
 }
 
 /// A token another thread meant for the sleeper's own "check, then park"
 /// survives a park of the parker that took it.
 #[test]
 fn a_foreign_park_token_is_given_back() {
-    let seen = wake_then_retire::<false, SOUND>(By::Wake, false, true);
-    assert!(seen.foreign_tokens > 0, "{seen:?}");
+    let seen = wake_then_retire::<false, false, SOUND>(By::Wake, false, true);
+    assert!(seen.foreign_token_taken > 0, "{seen:?}");
 }
 
 #[test]
-#[should_panic(expected = "Causality violation")]
 fn broken_retire_does_not_wait() {
-    wake_then_retire::<false, RETIRES_EARLY>(By::Wake, true, false);
+    must_fail("a retire that does not wait must race", RACE, || {
+        wake_then_retire::<false, false, RETIRES_EARLY>(By::Wake, true, false)
+    });
 }
 
 #[test]
-#[should_panic(expected = "Causality violation")]
 fn broken_waker_counts_itself_in_late() {
-    wake_then_retire::<false, COUNTS_LATE>(By::Wake, true, false);
+    must_fail("a waker that counts itself in late must race", RACE, || {
+        wake_then_retire::<false, false, COUNTS_LATE>(By::Wake, true, false)
+    });
 }
 
 #[test]
-#[should_panic(expected = "Causality violation")]
 fn broken_nudger_counts_itself_in_late() {
-    wake_then_retire::<false, COUNTS_LATE>(By::Nudge, true, false);
+    must_fail("a nudger that counts itself in late must race", RACE, || {
+        wake_then_retire::<false, false, COUNTS_LATE>(By::Nudge, true, false)
+    });
 }
 
 #[test]
-#[should_panic(expected = "deadlock")]
 fn broken_parker_loses_a_foreign_token() {
-    wake_then_retire::<true, SOUND>(By::Wake, false, true);
+    must_fail("a parker that loses a foreign token must deadlock", &["deadlock"], || {
+        wake_then_retire::<false, true, SOUND>(By::Wake, false, true)
+    });
 }
