@@ -30,6 +30,7 @@ use crate::platform::loom::fair::{
 use crate::platform::loom::faults::*;
 use crate::platform::loom::wakes::{FIFO, ONE_PASS};
 use crate::platform::loom::{Loom, LoomState, ModelDeadline, blocked_waiters};
+use crate::platform::park_model::PortableModel;
 use crate::platform::{EVENTS, Event, Parker, Platform, StateWord};
 
 /// The platforms the models run on: [`Loom`] with no spurious futex returns,
@@ -69,7 +70,14 @@ type Spurious<const N: usize, const M: u32 = FIFO, const R: u8 = NOBODY_STARVES>
 /// A loom platform, whatever its parameters: what `Guarded` needs.
 trait Model: Platform<State = LoomState, Parker: Parker<Deadline = ModelDeadline>> {}
 
-impl<const F: u8, const S: usize, const M: u32, const R: u8> Model for Loom<F, S, M, R> {}
+impl<const F: u8, const S: usize, const M: u32, const R: u8, K> Model for Loom<F, S, M, R, K> where
+    K: Parker<Deadline = ModelDeadline> + 'static
+{
+}
+
+/// [`Fifo`] on the portable parker of macOS, Windows and the BSDs, over
+/// loom's threads (`crate::platform::park_model`).
+type PortableFifo = Loom<NO_FAULT, 0, FIFO, NOBODY_STARVES, PortableModel>;
 
 /// Per-test event counts, summed over all explored executions, indexed by
 /// `Event as usize`. Loom runs a model's threads as coroutines on the test's
@@ -749,6 +757,30 @@ fn two_threads_exclusion_and_termination() {
 fn three_threads_exclusion_and_termination() {
     let seen = exclusion::<Fifo>(3, 1, bound(2, 3));
     assert!(seen.of(Event::Parked) > 0, "{seen:?}");
+}
+
+// The lock on the portable parker (macOS, Windows, the BSDs) over loom's
+// threads, whose timed parks give up at once unless their wake has landed
+// (`crate::platform::park_model`): exclusion, termination, no lost wakeup,
+// and a timeout racing a wake, as above on the futex model.
+
+#[test]
+fn two_threads_exclusion_on_the_portable_parker() {
+    let seen = exclusion::<PortableFifo>(2, 2, bound(3, 4));
+    assert!(seen.of(Event::Parked) > 0 && seen.of(Event::Spun) > 0, "{seen:?}");
+}
+
+#[test]
+fn three_waiters_woken_on_the_portable_parker() {
+    // Bound 3 ran for more than 10 minutes in release.
+    let seen = held_then_released::<PortableFifo>(3, bound(2, 2));
+    assert!(seen.of(Event::Parked) > 0, "{seen:?}");
+}
+
+#[test]
+fn timeout_races_a_wake_on_the_portable_parker() {
+    let seen = timeout_races_a_wake::<PortableFifo>(bound(3, 4));
+    assert!(seen.of(Event::TimedOut) > 0 && seen.of(Event::PoppedWhileLeaving) > 0, "{seen:?}");
 }
 
 #[test]
@@ -2653,6 +2685,13 @@ fn broken_spinner_keeps_spinning_bit_on_push() {
 #[should_panic(expected = "deadlock")]
 fn broken_unlock_never_wakes() {
     held_then_released::<Fifo<SKIP_WAKE>>(1, bound(3, 3));
+}
+
+/// The same on the portable parker: its models see a lost wakeup too.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn broken_unlock_never_wakes_on_the_portable_parker() {
+    held_then_released::<Loom<SKIP_WAKE, 0, FIFO, NOBODY_STARVES, PortableModel>>(1, bound(3, 3));
 }
 
 #[test]

@@ -174,20 +174,28 @@ pub(crate) mod fair {
 /// The loom platform: `FAULT` picks a deliberate bug ([`faults`]),
 /// `SPURIOUS` the number of spurious futex returns per execution,
 /// `MAX_PASSES` the wake policy ([`wakes`]), `FAIR` the starvation rule
-/// ([`fair`]). `crate::model` names the combinations its models use.
+/// ([`fair`]), `K` the parker: the futex model, or the portable parker
+/// over loom's threads (`super::park_model`). `crate::model` names the
+/// combinations its models use.
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
     const MAX_PASSES: u32,
     const FAIR: u8,
->;
+    K = FutexModel<FAULT, SPURIOUS>,
+>(core::marker::PhantomData<K>);
 
-impl<const FAULT: u8, const SPURIOUS: usize, const MAX_PASSES: u32, const FAIR: u8> Platform
-    for Loom<FAULT, SPURIOUS, MAX_PASSES, FAIR>
+impl<
+    const FAULT: u8,
+    const SPURIOUS: usize,
+    const MAX_PASSES: u32,
+    const FAIR: u8,
+    K: Parker<Deadline = ModelDeadline> + 'static,
+> Platform for Loom<FAULT, SPURIOUS, MAX_PASSES, FAIR, K>
 {
     type State = LoomState;
     type Cell<T: Copy> = LoomCell<T>;
-    type Parker = FutexModel<FAULT, SPURIOUS>;
+    type Parker = K;
     const MAX_PASSES: u32 = MAX_PASSES;
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;

@@ -25,7 +25,7 @@ pub(crate) mod park;
 #[cfg(all(test, not(miri)))]
 pub(crate) mod loom;
 #[cfg(all(test, not(miri)))]
-mod park_model;
+pub(crate) mod park_model;
 mod word;
 
 /// Which waiters may busy-wait before they sleep.

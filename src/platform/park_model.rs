@@ -22,6 +22,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU32};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
+use super::loom::ModelDeadline;
 use super::park::{
     COUNTS_LATE, FOREIGN_TOKENS, RETIRES_EARLY, SOUND, Slot, ThreadParker, Threads, Word32,
 };
@@ -30,14 +31,14 @@ use super::{Nudge, Parker, Woke};
 /// Loom's threads, with park tokens of their own ([`Token`]). `LOSSY`
 /// (a control of the models themselves): an unpark made while its thread
 /// is not waiting in a park is dropped.
-struct LoomThreads<const LOSSY: bool = false>;
+pub(crate) struct LoomThreads<const LOSSY: bool = false>;
 
 /// A thread's park token, as std's: at most one, kept until a park takes
 /// it (a spurious return aside, which the models leave out), and an unpark
 /// orders the unparker's past before the park that takes its token. Made
 /// of loom's mutex and condition variable, because loom's own park token
 /// does not survive a `yield_now`, which the models need in their waits.
-struct Token {
+pub(crate) struct Token {
     state: Mutex<TokenState>,
     cv: Condvar,
 }
@@ -66,16 +67,18 @@ fn token() -> Arc<Token> {
     TOKEN.with(|t| Arc::clone(t.borrow_mut().get_or_insert_with(Token::new)))
 }
 
-/// The deadline of every timed park in these models: already passed, so a
-/// timed park gives up at once unless its wake has landed.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Passed;
+/// The portable parker over loom's threads, for the lock's models
+/// (`crate::model`).
+pub(crate) type PortableModel = ThreadParker<LoomThreads>;
 
+/// Every deadline of a timed park has passed: the park gives up at once
+/// unless its wake has landed (the deadlines of the lock's models have no
+/// time, only an order).
 impl<const LOSSY: bool> Threads for LoomThreads<LOSSY> {
     type Handle = Arc<Token>;
     type U32 = AtomicU32;
     type Slot = UnsafeCell<Option<Arc<Token>>>;
-    type Deadline = Passed;
+    type Deadline = ModelDeadline;
 
     fn current() -> Arc<Token> {
         token()
@@ -90,7 +93,7 @@ impl<const LOSSY: bool> Threads for LoomThreads<LOSSY> {
         state.waiting = false;
         state.set = false;
     }
-    fn park_until(_: Passed) -> bool {
+    fn park_until(_: ModelDeadline) -> bool {
         false
     }
     fn unpark(token: &Arc<Token>) {
@@ -221,7 +224,7 @@ fn wake_then_retire<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u
             // Release: publishes the armed parker (the push's part).
             armed.store(true, Release);
             let tokens_before = foreign_tokens.load(Relaxed);
-            let (woke, timed_woke) = match timed.then(|| parker.park_until(Passed)) {
+            let (woke, timed_woke) = match timed.then(|| parker.park_until(ModelDeadline::Timed)) {
                 None | Some(Woke::TimedOut) => (parker.park(), false),
                 Some(woke) => (woke, true),
             };
