@@ -278,6 +278,7 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
         self.give_back_token(parked && !LOSES_TOKENS);
         woke
     }
+
     fn unparked(&self) -> bool {
         // Acquire: pairs with the Release swap in `unpark`, so everything
         // the unparker did before it is visible.
