@@ -162,9 +162,24 @@ impl Threads for StdThreads {
         thread.unpark();
     }
 
+    /// The waker is a few steps from done (the return of its OS wake)
+    /// unless it was preempted: spins a little first, then yields, and
+    /// sleeps only after the yields (as a wait for a stack owner does: a
+    /// yield runs no thread of lower priority). A sleep at once would cost
+    /// the woken thread the kernel's timer slack on most wakes.
     #[inline]
     fn wait(waits: &mut u32) {
-        super::native::back_off(waits, 4, None);
+        /// Waits that spin, each for this many hints.
+        const SPINS: u32 = 16;
+        const HINTS: u32 = 64;
+        if *waits < SPINS {
+            *waits += 1;
+            for _ in 0..HINTS {
+                core::hint::spin_loop();
+            }
+            return;
+        }
+        super::native::back_off(waits, SPINS + crate::arch::STACK_WAIT_YIELDS, None);
     }
 
     #[inline(always)]
@@ -181,7 +196,9 @@ impl Threads for StdThreads {
 /// A waker reaches the thread through the handle in the parker, after the
 /// store that lets the thread go: it counts itself in `wakers` before that
 /// store and out after its `Thread::unpark`, and the thread's `retire`
-/// waits for the count to fall to zero before the node goes away. A waker
+/// waits for the count to fall to zero before the node goes away. (A wake
+/// of a thread not yet committed to its sleep is one CAS and touches
+/// nothing after it, so it is not counted.) A waker
 /// never holds a handle of its own, so it never drops the last one: that
 /// would free the thread's handle inside a lock call (an allocator call
 /// there, which a mutex guarding an allocator could not survive), had the
@@ -286,6 +303,20 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
     }
 
     unsafe fn unpark(this: *const Self) {
+        // A thread still PARKED (polling its node, or on its way to sleep)
+        // needs no OS wake: one CAS, after which we touch nothing, so we
+        // need not count ourselves (the common wake of a polling thread
+        // stays one write to its node's line).
+        // SAFETY: the caller guarantees `this` is live until the wake store.
+        let word = unsafe { &(*this).word };
+        // Release: publishes what we did before, as the swap below; the
+        // thread's Acquire of AWAKE pairs with it. Failure Relaxed: we
+        // decide from nothing but the value.
+        if word.load(Relaxed) == PARKED
+            && word.compare_exchange(PARKED, AWAKE, Release, Relaxed).is_ok()
+        {
+            return;
+        }
         // SAFETY: the caller guarantees `this` is live until the wake swap;
         // counted among its wakers first, it stays live until our `done`
         // (`retire`). Relaxed: the swap's Release orders the count before
