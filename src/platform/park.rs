@@ -169,7 +169,7 @@ impl Threads for StdThreads {
     /// the woken thread the kernel's timer slack on most wakes.
     #[inline]
     fn wait(waits: &mut u32) {
-        /// Waits that spin, each for this many hints.
+        /// The waits that spin, and the spin hints of each.
         const SPINS: u32 = 16;
         const HINTS: u32 = 64;
         if *waits < SPINS {
@@ -196,13 +196,13 @@ impl Threads for StdThreads {
 /// A waker reaches the thread through the handle in the parker, after the
 /// store that lets the thread go: it counts itself in `wakers` before that
 /// store and out after its `Thread::unpark`, and the thread's `retire`
-/// waits for the count to fall to zero before the node goes away. (A wake
-/// of a thread not yet committed to its sleep is one CAS and touches
-/// nothing after it, so it is not counted.) A waker
-/// never holds a handle of its own, so it never drops the last one: that
-/// would free the thread's handle inside a lock call (an allocator call
-/// there, which a mutex guarding an allocator could not survive), had the
-/// woken thread returned and exited meanwhile.
+/// waits for the count to fall to zero before the node goes away (a wake
+/// of a thread not yet committed to its sleep is one CAS that touches
+/// nothing after it, and is not counted). A waker never holds a handle of
+/// its own, so it never drops the last one: that would free the thread's
+/// handle inside a lock call (an allocator call there, which a mutex
+/// guarding an allocator could not survive), had the woken thread
+/// returned and exited meanwhile.
 ///
 /// `LOSES_TOKENS` (tests only) is a deliberately broken parker that gives
 /// no park token back (see `give_back_token`): the negative control of the
@@ -317,16 +317,14 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
         {
             return;
         }
-        // SAFETY: the caller guarantees `this` is live until the wake swap;
-        // counted among its wakers first, it stays live until our `done`
-        // (`retire`). Relaxed: the swap's Release orders the count before
-        // the thread's Acquire of AWAKE, and so before its `retire`.
-        let was = unsafe {
-            Self::count_in(this, BROKEN != COUNTS_LATE);
-            (*this).word.swap(AWAKE, Release)
-        };
-        // SAFETY: live, as above.
-        T::after_wake_store(unsafe { &(*this).word });
+        // Counted among its wakers before the swap, the parker stays live
+        // until our `done` (`retire`). Relaxed: the swap's Release orders
+        // the count before the thread's Acquire of AWAKE, and so before its
+        // `retire`.
+        // SAFETY: live until the swap, as above.
+        unsafe { Self::count_in(this, BROKEN != COUNTS_LATE) };
+        let was = word.swap(AWAKE, Release);
+        T::after_wake_store(word);
         // A thread still PARKED is not in `thread::park`: it sees AWAKE when
         // it next looks, and needs no token.
         if was != PARKED {
