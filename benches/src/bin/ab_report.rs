@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 #[allow(dead_code)]
 #[path = "common/json.rs"]
 mod json;
-// `is_peer` and `wins` are not used here.
+// `is_peer`, `wins` and `as_printed` are not used here.
 #[allow(dead_code)]
 #[path = "common/report.rs"]
 mod report;

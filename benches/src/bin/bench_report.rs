@@ -1451,7 +1451,7 @@ fn goal_lines(w: &mut String, cells: &[Cell], parts: &[Run], cores: f64) -> std:
     if !(cores.is_finite() && cores >= 1.0) {
         return Ok(()); // The thread limits need the CPU count.
     }
-    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let round = report::as_printed;
     let cores = cores as u32;
     let (many, few) = (8 * cores, 4 * cores);
     let judged: Vec<(&Cell, Ratios, &Row)> =

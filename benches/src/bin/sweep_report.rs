@@ -38,7 +38,7 @@ use std::fmt::Write as _;
 
 #[path = "common/json.rs"]
 mod json;
-// `wins` is not used here.
+// `wins` and `as_printed` are not used here.
 #[allow(dead_code)]
 #[path = "common/report.rs"]
 mod report;

@@ -32,6 +32,11 @@ pub fn f_sig(x: f64) -> String {
     }
 }
 
+/// A ratio as the reports print it and as it is judged: two decimals.
+pub fn as_printed(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 /// Whether spinbit is at or above the best peer in a cell, per goal:
 /// throughput ratio ≥ 1.00, CPU per operation ≤ 1.00 of the cheapest
 /// peer's (only if `no_think`: the cells without think time), fairness at
@@ -46,7 +51,7 @@ pub fn wins(
     max: f64,
 ) -> [Option<bool>; 4] {
     let known = |x: f64| x.is_finite().then_some(x);
-    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let round = as_printed;
     [
         known(throughput).map(|x| round(x) >= 1.0),
         if no_think { known(cpu).map(|x| round(x) <= 1.0) } else { None },
