@@ -589,6 +589,11 @@ struct Run {
 fn load(input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     let text =
         std::fs::read_to_string(input).map_err(|e| format!("reading {}: {e}", input.display()))?;
+    run_of(&text, input)
+}
+
+/// The run that `text`, the contents of the results file `input`, holds.
+fn run_of(text: &str, input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     let mut meta = Json::Null;
     let mut cells: Vec<Cell> = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -1830,5 +1835,210 @@ fn main() {
     }
     if failed {
         std::process::exit(1);
+    }
+}
+
+/// The goal section counted over small runs written for each line: every
+/// line's count and misses, cells that the line's limits leave out, and the
+/// rounding to two decimals at its edges.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One results line: `lock` in cell `group` with `threads` threads and
+    /// `think` ns of think time; `mops` (median and worst window) in Mops/s,
+    /// `max_ms` the windows' longest `lock()` in ms.
+    struct R<'a> {
+        group: &'a str,
+        lock: &'a str,
+        threads: u32,
+        think: u32,
+        mops: (f64, f64),
+        cpu: f64,
+        fairness: f64,
+        max_ms: &'a [f64],
+    }
+
+    impl R<'_> {
+        fn line(&self) -> String {
+            let max_reps: Vec<String> = self.max_ms.iter().map(|m| (m * 1e6).to_string()).collect();
+            format!(
+                r#"{{"bench":"contended","group":"{}","lock":"{}","layout":"inline","unlock":"plain","threads":{},"cs":0,"think":{},"inner":null,"outer":null,"locks":null,"ops_per_sec":{},"ops_per_sec_min":{},"cpu_ns_per_op":{},"fairness":{},"p50":null,"p99":null,"p999":null,"max":{},"max_reps":[{}],"ctxsw_per_op":0,"others_cpu":0,"timed_out":null}}"#,
+                self.group,
+                self.lock,
+                self.threads,
+                self.think,
+                self.mops.0 * 1e6,
+                self.mops.1 * 1e6,
+                self.cpu,
+                self.fairness,
+                self.max_ms.iter().fold(0.0f64, |a, b| a.max(*b)) * 1e6,
+                max_reps.join(",")
+            )
+        }
+    }
+
+    /// A cell of spinbit and one peer (`std`) that differ only where given:
+    /// spinbit's throughput (median, worst window), the peer's, their
+    /// fairness and their windows' longest waits.
+    #[allow(clippy::too_many_arguments)]
+    fn cell(
+        group: &str,
+        threads: u32,
+        think: u32,
+        spinbit: (f64, f64),
+        peer: (f64, f64),
+        fairness: (f64, f64),
+        max_ms: (&[f64], &[f64]),
+    ) -> String {
+        let s = R {
+            group,
+            lock: "spinbit",
+            threads,
+            think,
+            mops: spinbit,
+            cpu: 10.0,
+            fairness: fairness.0,
+            max_ms: max_ms.0,
+        };
+        let p =
+            R { lock: "std", mops: peer, cpu: 20.0, fairness: fairness.1, max_ms: max_ms.1, ..s };
+        format!("{}\n{}\n", s.line(), p.line())
+    }
+
+    fn run(text: &str) -> Run {
+        run_of(text, Path::new("fixture.jsonl")).unwrap()
+    }
+
+    /// The goal section's row whose first column starts with `line`, its
+    /// two other columns.
+    fn goal<'a>(section: &'a str, line: &str) -> (&'a str, &'a str) {
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&format!("| {line}")))
+            .unwrap_or_else(|| panic!("no line {line:?} in\n{section}"));
+        let cols: Vec<&str> = row.split(" | ").collect();
+        (cols[1], cols[2].trim_end_matches(" |"))
+    }
+
+    fn section(cells: &str, parts: &[Run], cores: f64) -> String {
+        let mut w = String::new();
+        goal_lines(&mut w, &run(cells).cells, parts, cores).unwrap();
+        w
+    }
+
+    const CALM: &[f64] = &[1.0, 1.0];
+
+    #[test]
+    fn throughput_counts_to_8x_the_cpus_and_rounds_as_printed() {
+        let cells = [
+            cell("even", 2, 0, (100.0, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            // 0.996 prints as 1.00, and wins; 0.994 prints as 0.99, and
+            // misses without being listed (only misses below 0.95 are).
+            cell("up", 4, 0, (99.6, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            cell("down", 4, 0, (99.4, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            cell("low", 16, 0, (90.0, 85.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            cell("lower", 8, 0, (80.0, 85.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            // 17 threads on 2 CPUs: past 8x, not counted.
+            cell("beyond", 17, 0, (10.0, 9.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+        ]
+        .concat();
+        let w = section(&cells, &[], 2.0);
+        assert_eq!(goal(&w, "throughput"), ("2 of 5", "`lower` 0.80, `low` 0.90"), "{w}");
+        // The limit follows the CPUs: on 4, the 17-thread cell counts.
+        let w = section(&cells, &[], 4.0);
+        assert_eq!(goal(&w, "throughput").0, "2 of 6", "{w}");
+        assert!(goal(&w, "throughput").1.starts_with("`beyond` 0.10"), "{w}");
+    }
+
+    #[test]
+    fn no_cliffs_takes_the_worst_run_and_the_stricter_line_the_worst_window() {
+        // The median run is even; the second run of cell `dip` fell to 0.75
+        // of the peer's median; `windows` kept its runs but lost one window.
+        let median = [
+            cell("dip", 2, 0, (100.0, 95.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+            cell("windows", 2, 0, (100.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+        ]
+        .concat();
+        let parts = [
+            run(&[
+                cell("dip", 2, 0, (100.0, 95.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+                cell("windows", 2, 0, (100.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+            ]
+            .concat()),
+            run(&[
+                cell("dip", 2, 0, (75.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+                cell("windows", 2, 0, (99.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+            ]
+            .concat()),
+        ];
+        let w = section(&median, &parts, 2.0);
+        assert!(w.contains("spinbit's worst of the 2 run(s)"), "{w}");
+        assert_eq!(goal(&w, "no cliffs"), ("1 of 2", "`dip` 0.75"), "{w}");
+        assert_eq!(goal(&w, "stricter"), ("1 of 2", "`windows` 0.70 (peer 0.95)"), "{w}");
+        // One run is its own worst: the same cells alone have no cliff.
+        let w = section(&median, &[], 2.0);
+        assert_eq!(goal(&w, "no cliffs"), ("2 of 2", "none"), "{w}");
+    }
+
+    #[test]
+    fn the_longest_wait_is_bounded_by_twice_the_shortest_peers_or_10_ms() {
+        let cells = [
+            // The peer's longest window 9 ms: the bound is 18 ms.
+            cell("over", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[5.0, 25.0], &[8.0, 9.0])),
+            cell("under", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[17.0], &[9.0])),
+            // The peer's 3 ms: the bound is 10 ms.
+            cell("floor", 4, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[12.0], &[3.0])),
+            cell("within", 8, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[9.0], &[3.0])),
+            // 9 threads on 2 CPUs: past 4x, not counted.
+            cell("beyond", 9, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[99.0], &[3.0])),
+        ]
+        .concat();
+        let w = section(&cells, &[], 2.0);
+        assert_eq!(
+            goal(&w, "longest single"),
+            ("2 of 4", "`over` 25.0 ms (bound 18.0 ms), `floor` 12.0 ms (bound 10.0 ms)"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn fairness_is_judged_where_every_peer_reaches_one_half() {
+        let cells = [
+            cell("fair", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.5, 0.9), (CALM, CALM)),
+            // 0.496 prints as 0.50, and meets it; 0.494 prints as 0.49.
+            cell("edge", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.496, 0.9), (CALM, CALM)),
+            cell("below", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.494, 0.9), (CALM, CALM)),
+            cell("unfair", 4, 0, (1.0, 1.0), (1.0, 1.0), (0.3, 0.6), (CALM, CALM)),
+            // The peer is below 0.5 too: not judged.
+            cell("all", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.1, 0.45), (CALM, CALM)),
+            cell("beyond", 9, 0, (1.0, 1.0), (1.0, 1.0), (0.1, 0.9), (CALM, CALM)),
+        ]
+        .concat();
+        let w = section(&cells, &[], 2.0);
+        assert_eq!(goal(&w, "fairness"), ("2 of 4", "`unfair` 0.30, `below` 0.49"), "{w}");
+    }
+
+    #[test]
+    fn cpu_per_operation_counts_the_cells_without_think_time() {
+        let cells = [
+            cell("busy", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (CALM, CALM)),
+            cell("thinking", 2, 100, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (CALM, CALM)),
+        ]
+        .concat();
+        // spinbit's 10 ns against the peer's 20 ns.
+        let w = section(&cells, &[], 2.0);
+        assert_eq!(goal(&w, "CPU per operation").0, "1 of 1", "{w}");
+        let dearer = cells.replace(r#""cpu_ns_per_op":10,"#, r#""cpu_ns_per_op":30,"#);
+        assert_ne!(dearer, cells);
+        let w = section(&dearer, &[], 2.0);
+        assert_eq!(goal(&w, "CPU per operation").0, "0 of 1", "{w}");
+    }
+
+    #[test]
+    fn without_the_cpu_count_there_is_no_goal_section() {
+        let cells = cell("c", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (CALM, CALM));
+        assert_eq!(section(&cells, &[], f64::NAN), "");
+        assert!(section(&cells, &[], 2.0).starts_with("## Issue 45's goal lines"));
     }
 }
