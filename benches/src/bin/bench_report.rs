@@ -1839,8 +1839,10 @@ fn main() {
 }
 
 /// The goal section counted over small runs written for each line: every
-/// line's count and misses, cells that the line's limits leave out, and the
-/// rounding to two decimals at its edges.
+/// line's count and misses, the cells that a line's thread limit leaves out
+/// (at the limit and past it), the peer each line compares with (of two),
+/// and the rounding to two decimals at the edges of the throughput and
+/// fairness lines.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1848,6 +1850,7 @@ mod tests {
     /// One results line: `lock` in cell `group` with `threads` threads and
     /// `think` ns of think time; `mops` (median and worst window) in Mops/s,
     /// `max_ms` the windows' longest `lock()` in ms.
+    #[derive(Clone, Copy)]
     struct R<'a> {
         group: &'a str,
         lock: &'a str,
@@ -1878,9 +1881,12 @@ mod tests {
         }
     }
 
-    /// A cell of spinbit and one peer (`std`) that differ only where given:
-    /// spinbit's throughput (median, worst window), the peer's, their
-    /// fairness and their windows' longest waits.
+    /// A cell of spinbit and two peers that differ only where given:
+    /// spinbit's throughput (median, worst window), `std`'s, their fairness
+    /// and their windows' longest waits. The second peer, `pthread`, has
+    /// `std`'s fairness and is worse at everything else (half the
+    /// throughput, twice the CPU and the waits), so every line compares
+    /// with `std`.
     #[allow(clippy::too_many_arguments)]
     fn cell(
         group: &str,
@@ -1903,7 +1909,15 @@ mod tests {
         };
         let p =
             R { lock: "std", mops: peer, cpu: 20.0, fairness: fairness.1, max_ms: max_ms.1, ..s };
-        format!("{}\n{}\n", s.line(), p.line())
+        let longer: Vec<f64> = max_ms.1.iter().map(|m| 2.0 * m).collect();
+        let q = R {
+            lock: "pthread",
+            mops: (peer.0 / 2.0, peer.1 / 2.0),
+            cpu: 40.0,
+            max_ms: &longer,
+            ..p
+        };
+        format!("{}\n{}\n{}\n", s.line(), p.line(), q.line())
     }
 
     fn run(text: &str) -> Run {
@@ -1937,6 +1951,7 @@ mod tests {
             // misses without being listed (only misses below 0.95 are).
             cell("up", 4, 0, (99.6, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
             cell("down", 4, 0, (99.4, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            // 16 threads on 2 CPUs: 8x, counted.
             cell("low", 16, 0, (90.0, 85.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
             cell("lower", 8, 0, (80.0, 85.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
             // 17 threads on 2 CPUs: past 8x, not counted.
@@ -1953,30 +1968,37 @@ mod tests {
 
     #[test]
     fn no_cliffs_takes_the_worst_run_and_the_stricter_line_the_worst_window() {
-        // The median run is even; the second run of cell `dip` fell to 0.75
-        // of the peer's median; `windows` kept its runs but lost one window.
-        let median = [
-            cell("dip", 2, 0, (100.0, 95.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
-            cell("windows", 2, 0, (100.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
-        ]
-        .concat();
+        // Two runs: `dip`'s second fell to 0.75 of the peer's median, with a
+        // window at 0.70; `windows` kept its medians but lost one window, to
+        // 0.65. The cells of their median as `merge` makes them: the median
+        // of the runs' medians, the worst of their worst windows.
         let parts = [
             run(&[
                 cell("dip", 2, 0, (100.0, 95.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
-                cell("windows", 2, 0, (100.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+                cell("windows", 2, 0, (100.0, 65.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
             ]
             .concat()),
             run(&[
                 cell("dip", 2, 0, (75.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
-                cell("windows", 2, 0, (99.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+                cell("windows", 2, 0, (100.0, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
             ]
             .concat()),
         ];
+        let median = [
+            cell("dip", 2, 0, (87.5, 70.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+            cell("windows", 2, 0, (100.0, 65.0), (100.0, 95.0), (1.0, 1.0), (CALM, CALM)),
+        ]
+        .concat();
         let w = section(&median, &parts, 2.0);
         assert!(w.contains("spinbit's worst of the 2 run(s)"), "{w}");
         assert_eq!(goal(&w, "no cliffs"), ("1 of 2", "`dip` 0.75"), "{w}");
-        assert_eq!(goal(&w, "stricter"), ("1 of 2", "`windows` 0.70 (peer 0.95)"), "{w}");
-        // One run is its own worst: the same cells alone have no cliff.
+        assert_eq!(
+            goal(&w, "stricter"),
+            ("0 of 2", "`windows` 0.65 (peer 0.95), `dip` 0.70 (peer 0.95)"),
+            "{w}"
+        );
+        // One run is its own worst: the median's cells alone (`dip` at
+        // 0.875) have no cliff.
         let w = section(&median, &[], 2.0);
         assert_eq!(goal(&w, "no cliffs"), ("2 of 2", "none"), "{w}");
     }
@@ -1984,11 +2006,12 @@ mod tests {
     #[test]
     fn the_longest_wait_is_bounded_by_twice_the_shortest_peers_or_10_ms() {
         let cells = [
-            // The peer's longest window 9 ms: the bound is 18 ms.
+            // `std`'s longest window 9 ms (`pthread`'s 18): the bound is 18 ms.
             cell("over", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[5.0, 25.0], &[8.0, 9.0])),
             cell("under", 2, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[17.0], &[9.0])),
-            // The peer's 3 ms: the bound is 10 ms.
+            // `std`'s 3 ms: the bound is 10 ms.
             cell("floor", 4, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[12.0], &[3.0])),
+            // 8 threads on 2 CPUs: 4x, counted.
             cell("within", 8, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[9.0], &[3.0])),
             // 9 threads on 2 CPUs: past 4x, not counted.
             cell("beyond", 9, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (&[99.0], &[3.0])),
@@ -2004,14 +2027,27 @@ mod tests {
 
     #[test]
     fn fairness_is_judged_where_every_peer_reaches_one_half() {
+        // `pthread` has `std`'s fairness, except where this sets it.
+        let second_peer_at = |cell: String, f: f64| -> String {
+            let (head, pthread) = cell.trim_end().rsplit_once('\n').unwrap();
+            let pthread = pthread.replacen(r#""fairness":0.9,"#, &format!(r#""fairness":{f},"#), 1);
+            assert!(pthread.contains(&format!(r#""fairness":{f},"#)), "{pthread}");
+            format!("{head}\n{pthread}\n")
+        };
         let cells = [
             cell("fair", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.5, 0.9), (CALM, CALM)),
             // 0.496 prints as 0.50, and meets it; 0.494 prints as 0.49.
             cell("edge", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.496, 0.9), (CALM, CALM)),
             cell("below", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.494, 0.9), (CALM, CALM)),
-            cell("unfair", 4, 0, (1.0, 1.0), (1.0, 1.0), (0.3, 0.6), (CALM, CALM)),
-            // The peer is below 0.5 too: not judged.
+            // 8 threads on 2 CPUs: 4x, judged.
+            cell("unfair", 8, 0, (1.0, 1.0), (1.0, 1.0), (0.3, 0.6), (CALM, CALM)),
+            // A peer is below 0.5 too: not judged.
             cell("all", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.1, 0.45), (CALM, CALM)),
+            second_peer_at(
+                cell("one", 2, 0, (1.0, 1.0), (1.0, 1.0), (0.1, 0.9), (CALM, CALM)),
+                0.4,
+            ),
+            // 9 threads on 2 CPUs: past 4x, not judged.
             cell("beyond", 9, 0, (1.0, 1.0), (1.0, 1.0), (0.1, 0.9), (CALM, CALM)),
         ]
         .concat();
@@ -2026,13 +2062,39 @@ mod tests {
             cell("thinking", 2, 100, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (CALM, CALM)),
         ]
         .concat();
-        // spinbit's 10 ns against the peer's 20 ns.
+        // spinbit's 10 ns against the cheapest peer's 20 ns (`pthread` 40).
         let w = section(&cells, &[], 2.0);
         assert_eq!(goal(&w, "CPU per operation").0, "1 of 1", "{w}");
         let dearer = cells.replace(r#""cpu_ns_per_op":10,"#, r#""cpu_ns_per_op":30,"#);
         assert_ne!(dearer, cells);
         let w = section(&dearer, &[], 2.0);
         assert_eq!(goal(&w, "CPU per operation").0, "0 of 1", "{w}");
+    }
+
+    #[test]
+    fn uncontended_is_against_std_and_the_fastest_peer() {
+        let cells = [
+            cell("uncontended-inline", 1, 0, (95.0, 90.0), (100.0, 90.0), (1.0, 1.0), (CALM, CALM)),
+            // A faster peer than `std`.
+            R {
+                group: "uncontended-inline",
+                lock: "usync",
+                threads: 1,
+                think: 0,
+                mops: (125.0, 120.0),
+                cpu: 8.0,
+                fairness: 1.0,
+                max_ms: CALM,
+            }
+            .line(),
+        ]
+        .join("");
+        let w = section(&cells, &[], 2.0);
+        assert_eq!(
+            goal(&w, "uncontended"),
+            ("0.95 of `std`'s", "0.76 of the fastest peer's (usync)"),
+            "{w}"
+        );
     }
 
     #[test]
