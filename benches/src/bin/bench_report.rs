@@ -638,6 +638,13 @@ fn run_of(text: &str, input: &Path) -> Result<Run, Box<dyn std::error::Error>> {
     })
 }
 
+impl Run {
+    /// The cell named `group`, if this run has it.
+    fn cell(&self, group: &str) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.group == group)
+    }
+}
+
 /// The commit a run measured (empty if not recorded).
 fn commit_of(run: &Run) -> &str {
     run.meta.str("commit")
@@ -761,10 +768,8 @@ fn merge(
     for c in &first.cells {
         let mut rows = Vec::new();
         for row in &c.rows {
-            let same: Vec<&Row> = runs
-                .iter()
-                .filter_map(|r| r.cells.iter().find(|o| o.group == c.group)?.row(&row.lock))
-                .collect();
+            let same: Vec<&Row> =
+                runs.iter().filter_map(|r| r.cell(&c.group)?.row(&row.lock)).collect();
             let med = |f: fn(&Row) -> f64| median(same.iter().map(|r| f(r)).collect());
             rows.push(Row {
                 mops: med(|r| r.mops),
@@ -1483,10 +1488,7 @@ fn goal_lines(w: &mut String, cells: &[Cell], parts: &[Run], cores: f64) -> std:
         if parts.is_empty() {
             return c.row("spinbit").map(|s| vec![s.mops]).unwrap_or_default();
         }
-        parts
-            .iter()
-            .filter_map(|p| Some(p.cells.iter().find(|o| o.group == c.group)?.row("spinbit")?.mops))
-            .collect()
+        parts.iter().filter_map(|p| Some(p.cell(&c.group)?.row("spinbit")?.mops)).collect()
     };
     let worst_run: Vec<_> = judged
         .iter()
