@@ -100,12 +100,13 @@ type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
 /// thread from running.
 const NEVER_STARVES_NS: Option<u64> = Some(60_000_000_000);
 
-/// Nobody starves ([`NEVER_STARVES_NS`]).
+/// Nobody starves ([`NEVER_STARVES_NS`]), and a woken thread runs late
+/// ([`LateRiser`]).
 struct NeverStarvesVariant;
 impl Variant for NeverStarvesVariant {
     const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
 }
-type NeverStarves = NativeWith<OsParker, NeverStarvesVariant, 0>;
+type NeverStarves = NativeWith<LateRiser<OsParker>, NeverStarvesVariant, 0>;
 
 /// `NeverStarves` with a deliberate bug: a requeued condition variable
 /// waiter's own push leaves its node flagged as requeued (a negative
@@ -115,7 +116,7 @@ impl Variant for PushKeepsRequeuedVariant {
     const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
     const FAULT: crate::platform::Fault = crate::platform::Fault::PushKeepsRequeued;
 }
-type PushKeepsRequeued = NativeWith<OsParker, PushKeepsRequeuedVariant, 0>;
+type PushKeepsRequeued = NativeWith<LateRiser<OsParker>, PushKeepsRequeuedVariant, 0>;
 
 // ---------------------------------------------------------------------------
 // Slow-path event counters
@@ -1827,6 +1828,61 @@ impl<K: Parker> Parker for Dawdle<K> {
     }
 }
 
+/// A parker whose thread, once woken, sleeps [`LATE_RISER_SLEEP`] before
+/// it returns from `park`: whoever woke it has that long to act before
+/// it runs on. Timed parks and polls are as `K`'s.
+#[repr(transparent)]
+struct LateRiser<K>(K);
+
+/// How long a [`LateRiser`] sleeps after its wake.
+const LATE_RISER_SLEEP: Duration = Duration::from_millis(5);
+
+impl<K: Parker> Parker for LateRiser<K> {
+    fn new() -> Self {
+        LateRiser(K::new())
+    }
+
+    fn prepare(&self) {
+        self.0.prepare();
+    }
+
+    fn park(&self) -> Woke {
+        let woke = self.0.park();
+        thread::sleep(LATE_RISER_SLEEP);
+        woke
+    }
+
+    type Deadline = K::Deadline;
+
+    fn unparked(&self) -> bool {
+        self.0.unparked()
+    }
+    fn park_until(&self, deadline: K::Deadline) -> Woke {
+        self.0.park_until(deadline)
+    }
+
+    unsafe fn unpark(this: *const Self) {
+        // SAFETY: forwarded from the caller; `LateRiser` is a transparent
+        // wrapper, so the inner parker lives exactly as long as `this`.
+        unsafe { K::unpark(&raw const (*this).0) }
+    }
+
+    type Wake = K::Wake;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<K::Wake> {
+        // SAFETY: as in `unpark`.
+        unsafe { K::nudge(&raw const (*this).0) }
+    }
+
+    fn wake_nudged(wake: K::Wake) {
+        K::wake_nudged(wake);
+    }
+
+    fn retire(&self) {
+        self.0.retire();
+    }
+}
+
 /// Threads that take the lock in short bursts and then all meet at a
 /// barrier, over and over: each meeting is a moment when nobody is left to
 /// unlock, so a sleeper whose wake was lost (or that went to sleep on a free
@@ -2471,7 +2527,10 @@ fn a_clock_started_at_the_push_fails_the_yield_check() {
 /// pushes itself again. Returns its node's flag once it has (`None` if it
 /// took the mutex first). On a platform whose waiters never starve: a
 /// requeued waiter judged starving would be nudged, not popped, and stay
-/// on the stack flagged.
+/// on the stack flagged. Its woken thread runs late ([`LateRiser`]): a
+/// wake that the scheduler runs at once (on our CPU, before our return
+/// from the unlock's wake), or a waiter still on its way to its sleep
+/// when the wake comes, would otherwise often take the mutex first.
 fn requeued_flag_after_own_push<P>() -> Option<bool>
 where
     P: Platform<State = AtomicPtr<crate::lock::Node<P>>>,
