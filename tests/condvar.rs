@@ -712,12 +712,15 @@ fn wait_while_checks<C: Cv>(name: &str) -> Result<String, String> {
     drop(g);
     dog.progress();
 
-    // wait_while_until, made false without a notification.
+    // wait_while_until, made false without a notification. The deadline
+    // leaves this thread 100 ms to see the waiter enter and make the
+    // predicate false: a loaded machine (the sanitizer's run, beside other
+    // tests) may keep it from running for milliseconds.
     reset();
     thread::scope(|s| {
         s.spawn(|| {
             let mut g = m.lock();
-            let deadline = Instant::now() + Duration::from_millis(10);
+            let deadline = Instant::now() + Duration::from_millis(100);
             let r = cv.wait_while_until(
                 &mut g,
                 |p| {
