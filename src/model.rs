@@ -669,7 +669,7 @@ impl<P: Model> Guarded<P> {
 /// whose scenario its gates reach without preemptions, or with fewer than
 /// the deep bound, runs at that lower bound by default (its assertion that
 /// the scenario happened still checks it), and `.ci/run`'s deeper run
-/// (`SPINBIT_LOOM_DEEP=1`; a third of the models per commit there) explores
+/// (`SPINBIT_LOOM_DEEP=1`; a third of the models per CI run there) explores
 /// the rest. A negative control runs at a bound where its fault is caught.
 #[derive(Clone, Copy)]
 struct Bound {

@@ -100,12 +100,12 @@ type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
 /// thread from running.
 const NEVER_STARVES_NS: Option<u64> = Some(60_000_000_000);
 
-/// Nobody starves ([`NEVER_STARVES_NS`]), and a woken thread runs late
-/// ([`LateRiser`]).
+/// Nobody starves ([`NEVER_STARVES_NS`]).
 struct NeverStarvesVariant;
 impl Variant for NeverStarvesVariant {
     const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
 }
+/// Nobody starves, and a woken thread runs late ([`LateRiser`]).
 type NeverStarves = NativeWith<LateRiser<OsParker>, NeverStarvesVariant, 0>;
 
 /// `NeverStarves` with a deliberate bug: a requeued condition variable
@@ -436,8 +436,8 @@ fn contend_with<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
 
 /// `threads` threads each call `step` `rounds` times, thinking in
 /// between, with random numbers seeded from `seed` on, under a watchdog,
-/// on at most two CPUs ([`on_two_cpus`]). Returns the slow-path events of
-/// all the threads.
+/// on two CPUs ([`Placement`]). Returns the slow-path events of all the
+/// threads.
 fn run_rounds(
     name: &str,
     threads: usize,
@@ -448,11 +448,12 @@ fn run_rounds(
     let total = Mutex::new(Events::default());
     let dog = Watchdog::start(name);
     let start = Instant::now();
+    let placement = Placement::two_here();
     thread::scope(|s| {
         for t in 0..threads {
             let (step, total, dog) = (&step, &total, &dog);
             s.spawn(move || {
-                on_two_cpus();
+                placement.enter();
                 let _tally = Tally(total);
                 let mut rng = Rng::new(t as u64 + seed);
                 for _ in 0..rounds {
@@ -468,27 +469,86 @@ fn run_rounds(
     events
 }
 
-/// Keeps the calling thread on at most two of its CPUs (Linux), so that a
-/// contended run's threads are as oversubscribed on a machine with many
-/// idle CPUs as on two: there a yield would find nothing else to run, and
-/// the counts [`shortfall`] asks for would not come.
-fn on_two_cpus() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set; the affinity
-    // calls read and write the sets passed, of the size passed, for the
-    // calling thread (pid 0); `CPU_ISSET` and `CPU_SET` take indices below
-    // `CPU_SETSIZE`.
-    unsafe {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        let mut mine: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size, &mut mine) != 0 || libc::CPU_COUNT(&mine) <= 2 {
-            return;
+/// The CPU masks of the tests that place their threads: Linux, not under
+/// Miri (which has none of these calls). Every call is for the calling
+/// thread (pid 0).
+#[cfg(all(target_os = "linux", not(miri)))]
+mod cpus {
+    use std::mem::{size_of, zeroed};
+
+    pub(super) type Set = libc::cpu_set_t;
+
+    /// The calling thread's mask.
+    pub(super) fn get() -> Option<Set> {
+        // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set, and the
+        // call writes the set passed, of the size passed.
+        unsafe {
+            let mut set: Set = zeroed();
+            (libc::sched_getaffinity(0, size_of::<Set>(), &mut set) == 0).then_some(set)
         }
-        let mut two: libc::cpu_set_t = std::mem::zeroed();
-        let first = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &mine));
-        first.take(2).for_each(|c| libc::CPU_SET(c, &mut two));
-        // Where it fails, the run goes on on every CPU.
-        let _ = libc::sched_setaffinity(0, size, &two);
+    }
+
+    /// Sets the calling thread's mask; whether it could.
+    pub(super) fn set(set: &Set) -> bool {
+        // SAFETY: the call reads the set passed, of the size passed.
+        unsafe { libc::sched_setaffinity(0, size_of::<Set>(), set) == 0 }
+    }
+
+    /// The CPU the calling thread runs on and the `n - 1` after it in its
+    /// mask (wrapping around), if the mask has more than `n` CPUs.
+    pub(super) fn here(n: usize) -> Option<Set> {
+        let mine = get()?;
+        // SAFETY: `sched_getcpu` has no preconditions; `CPU_COUNT` reads a
+        // valid set.
+        let (cpu, count) = unsafe { (libc::sched_getcpu(), libc::CPU_COUNT(&mine)) };
+        let all = libc::CPU_SETSIZE as usize;
+        let cpu = usize::try_from(cpu).ok()?.min(all);
+        if usize::try_from(count).ok()? <= n {
+            return None;
+        }
+        // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set; every
+        // index passed to `CPU_ISSET` and `CPU_SET` is below `CPU_SETSIZE`,
+        // the sets' size in bits.
+        unsafe {
+            let mut picked: Set = zeroed();
+            (cpu..all)
+                .chain(0..cpu)
+                .filter(|&c| libc::CPU_ISSET(c, &mine))
+                .take(n)
+                .for_each(|c| libc::CPU_SET(c, &mut picked));
+            Some(picked)
+        }
+    }
+}
+
+/// Where a contended run's threads run: all of them on the CPU the
+/// spawning thread was on and the next one in its mask (Linux), so that
+/// they are as oversubscribed on a machine with many idle CPUs as on two:
+/// there a yield would find nothing else to run, and the counts
+/// [`shortfall`] asks for would not come. Elsewhere, or with two CPUs or
+/// fewer, anywhere.
+#[derive(Clone, Copy)]
+struct Placement {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    cpus: Option<cpus::Set>,
+}
+
+impl Placement {
+    /// Two CPUs from where the calling thread runs.
+    fn two_here() -> Placement {
+        Placement {
+            #[cfg(all(target_os = "linux", not(miri)))]
+            cpus: cpus::here(2),
+        }
+    }
+
+    /// Moves the calling thread (one of the run's, which ends with it)
+    /// there; where it cannot, it runs anywhere.
+    fn enter(&self) {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        if let Some(set) = &self.cpus {
+            cpus::set(set);
+        }
     }
 }
 
@@ -599,11 +659,12 @@ where
     let done = std::sync::atomic::AtomicU64::new(0);
     let dog = Watchdog::start(name);
     let start = Instant::now();
+    let placement = Placement::two_here();
     thread::scope(|s| {
         for t in 0..threads {
             let (g, total, dog, done) = (&g, &total, &dog, &done);
             s.spawn(move || {
-                on_two_cpus();
+                placement.enter();
                 let _tally = Tally(total);
                 let mut rng = Rng::new(t as u64 + 101);
                 let mut mine = 0;
@@ -2230,9 +2291,8 @@ fn a_thread_keeps_its_park_token_portable_parker() {
 /// latency, but the thread may still run in between (then there is no
 /// merge): a scheduler may even run it at once every time, on the waker's
 /// CPU. So in every other round (on Linux) both threads run on one CPU
-/// and the sleeper at the idle priority until its park returns
-/// ([`Behind`]), so that it does not take the CPU from the waker: the two
-/// wakes merge. Twenty rounds, so that a
+/// ([`Pinned`]), and the sleeper's wakes do not preempt the waker
+/// ([`wakes_without_preempting`]): the two wakes merge. Twenty rounds, so that a
 /// parker that loses the merged token (as the portable one did when its
 /// park returned with its word already awake) fails in some. `timed`: the
 /// parker sleeps with a (far) deadline, as a sleeper with a starvation
@@ -2240,7 +2300,9 @@ fn a_thread_keeps_its_park_token_portable_parker() {
 fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
     const LIMIT: Duration = Duration::from_secs(1);
     for round in 0..20 {
-        let cpu = if round % 2 == 0 { Pinned::here() } else { None };
+        // Kept to the end of the round, the join included.
+        let pinned = if round % 2 == 0 { Pinned::here() } else { None };
+        let behind = pinned.is_some();
         let p = K::new();
         // The parker is shared as the lock shares a node: by pointer.
         struct Shared<K>(*const K);
@@ -2250,10 +2312,13 @@ fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
         let shared = Shared(ptr::from_ref(&p));
         let (armed, is_armed) = std::sync::mpsc::channel();
         let waited = thread::scope(|s| {
-            let cpu = cpu.as_ref().map(Pinned::cpu);
             let h = s.spawn(move || {
                 let shared = shared;
-                let behind = cpu.map(Behind::on);
+                // On our CPU (its mask is ours, pinned), where its wake
+                // waits for us to block.
+                if behind {
+                    assert!(wakes_without_preempting(), "could not set SCHED_BATCH");
+                }
                 // SAFETY: `p` outlives the scope.
                 let p = unsafe { &*shared.0 };
                 p.prepare();
@@ -2267,8 +2332,6 @@ fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
                 } else {
                     p.park();
                 }
-                // At the normal priority again: the wait below is timed.
-                drop(behind);
                 let start = Instant::now();
                 thread::park_timeout(LIMIT);
                 start.elapsed()
@@ -2290,98 +2353,50 @@ fn keeps_a_merged_park_token<K: Parker<Deadline = Instant>>(timed: bool) {
     }
 }
 
-/// The calling thread pinned to the CPU it runs on, until dropped (Linux).
+/// The calling thread pinned to the CPU it runs on, until dropped (Linux,
+/// not under Miri): a thread that the test harness runs other tests on
+/// afterwards gets its mask back.
 struct Pinned {
-    cpu: usize,
-    #[cfg(target_os = "linux")]
-    old: libc::cpu_set_t,
+    #[cfg(all(target_os = "linux", not(miri)))]
+    old: cpus::Set,
 }
 
 impl Pinned {
     /// Pins the calling thread where it runs; `None` where it cannot.
     fn here() -> Option<Pinned> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(miri)))]
         {
-            // SAFETY: `sched_getcpu` has no preconditions; an all-zero
-            // `cpu_set_t` is a valid (empty) set; the affinity calls read
-            // and write the sets passed, of the size passed, for the
-            // calling thread (pid 0).
-            unsafe {
-                let cpu = usize::try_from(libc::sched_getcpu()).ok()?;
-                let mut old: libc::cpu_set_t = std::mem::zeroed();
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                if libc::sched_getaffinity(0, size, &mut old) != 0 {
-                    return None;
-                }
-                let mut one: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut one);
-                (libc::sched_setaffinity(0, size, &one) == 0).then_some(Pinned { cpu, old })
-            }
+            let old = cpus::get()?;
+            cpus::set(&cpus::here(1)?).then_some(Pinned { old })
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(all(target_os = "linux", not(miri))))]
         None
     }
-
-    fn cpu(&self) -> usize {
-        self.cpu
-    }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: as in `here`.
-        let r = unsafe { libc::sched_setaffinity(0, size, &self.old) };
-        assert_eq!(r, 0, "could not restore the thread's CPU mask");
-    }
-}
-
-/// Puts the calling thread on `cpu` at the idle priority (`SCHED_IDLE`):
-/// woken there, it runs only once the other threads on that CPU block
-/// (or rarely, if they never do). Until the guard is dropped, which puts
-/// it back on the CPUs it had at the normal priority.
-struct Behind {
-    #[cfg(target_os = "linux")]
-    _pinned: Pinned,
-}
-
-impl Behind {
-    fn on(cpu: usize) -> Behind {
-        #[cfg(target_os = "linux")]
-        {
-            let pinned = Pinned::here().expect("could not read the sleeper's CPU mask");
-            // SAFETY: as in `Pinned::here`; `sched_setscheduler` reads the
-            // parameters passed and changes the calling thread's policy
-            // (pid 0).
-            unsafe {
-                let mut one: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut one);
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                assert_eq!(libc::sched_setaffinity(0, size, &one), 0, "could not pin the sleeper");
-                let param = libc::sched_param { sched_priority: 0 };
-                let r = libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-                assert_eq!(r, 0, "no SCHED_IDLE");
-            }
-            Behind { _pinned: pinned }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = cpu;
-            Behind {}
+        if !cpus::set(&self.old) && !thread::panicking() {
+            panic!("could not restore the thread's CPU mask");
         }
     }
 }
 
-#[cfg(target_os = "linux")]
-impl Drop for Behind {
-    fn drop(&mut self) {
+/// Makes the calling thread's wakes not preempt the thread running on its
+/// CPU (`SCHED_BATCH`, at its nice value: no privilege needed to enter it
+/// or leave it); the thread runs once the other blocks, or at a later
+/// tick. Linux, not under Miri; elsewhere nothing. Returns whether it did.
+fn wakes_without_preempting() -> bool {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
         let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: as in `on`. Back to the normal policy before `_pinned`,
-        // dropped next, restores the CPU mask.
-        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
-        assert_eq!(r, 0, "could not leave SCHED_IDLE");
+        // SAFETY: the call reads the parameters passed and changes the
+        // calling thread's policy (pid 0).
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0 }
     }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    false
 }
 
 #[test]
