@@ -1865,13 +1865,79 @@ fn exclusion_with_short_critical_sections_portable_parker() {
 // Lost wakeups
 // ---------------------------------------------------------------------------
 
+/// What a test parker ([`Hooked`]) does around its inner parker's calls.
+trait Hooks {
+    /// Before `prepare`.
+    fn before_prepare() {}
+    /// After `park` returned `woke`.
+    fn after_park(_woke: Woke) {}
+    /// After `park_until` returned `woke`.
+    fn after_park_until(_woke: Woke) {}
+}
+
+/// The parker `K` with `H`'s hooks around its calls; everything else is
+/// `K`'s.
+#[repr(transparent)]
+struct Hooked<K, H>(K, std::marker::PhantomData<H>);
+
+impl<K: Parker, H: Hooks> Parker for Hooked<K, H> {
+    fn new() -> Self {
+        Hooked(K::new(), std::marker::PhantomData)
+    }
+
+    fn prepare(&self) {
+        H::before_prepare();
+        self.0.prepare();
+    }
+
+    fn park(&self) -> Woke {
+        let woke = self.0.park();
+        H::after_park(woke);
+        woke
+    }
+
+    type Deadline = K::Deadline;
+
+    fn unparked(&self) -> bool {
+        self.0.unparked()
+    }
+    fn park_until(&self, deadline: K::Deadline) -> Woke {
+        let woke = self.0.park_until(deadline);
+        H::after_park_until(woke);
+        woke
+    }
+
+    unsafe fn unpark(this: *const Self) {
+        // SAFETY: forwarded from the caller; `Hooked` is a transparent
+        // wrapper, so the inner parker lives exactly as long as `this`.
+        unsafe { K::unpark(&raw const (*this).0) }
+    }
+
+    type Wake = K::Wake;
+
+    unsafe fn nudge(this: *const Self) -> Nudge<K::Wake> {
+        // SAFETY: as in `unpark`.
+        unsafe { K::nudge(&raw const (*this).0) }
+    }
+
+    fn wake_nudged(wake: K::Wake) {
+        K::wake_nudged(wake);
+    }
+
+    fn retire(&self) {
+        self.0.retire();
+    }
+}
+
 /// A parker that now and then dawdles (yields the CPU, or spins for a few
 /// microseconds) before it arms. Harmless when the lock arms before it
 /// publishes the node, as it must; a lock that arms after the push leaves a
 /// wide window for the unparker to wake the node before it is armed, and the
 /// arming then erases the wake.
-#[repr(transparent)]
-struct Dawdle<K>(K);
+type Dawdle<K> = Hooked<K, Dawdling>;
+
+/// [`Dawdle`]'s hooks.
+struct Dawdling;
 
 thread_local! {
     static DAWDLE_RNG: RefCell<Rng> = RefCell::new(Rng::new(thread_id_seed()));
@@ -1882,12 +1948,8 @@ fn thread_id_seed() -> u64 {
     RandomState::new().hash_one(thread::current().id())
 }
 
-impl<K: Parker> Parker for Dawdle<K> {
-    fn new() -> Self {
-        Dawdle(K::new())
-    }
-
-    fn prepare(&self) {
+impl Hooks for Dawdling {
+    fn before_prepare() {
         match DAWDLE_RNG.with_borrow_mut(|r| r.below(4)) {
             0 => thread::yield_now(),
             1 => spin_for_ns(2_000),
@@ -1897,103 +1959,32 @@ impl<K: Parker> Parker for Dawdle<K> {
                 spin_for_ns(4_000);
             }
         }
-        self.0.prepare();
     }
-
-    fn park(&self) -> Woke {
-        self.0.park()
-    }
-
-    type Deadline = K::Deadline;
 
     /// Dawdles after a timeout too, before the waiter takes the stack to
     /// leave it: a wide window for an unlocker to pop it meanwhile.
-    fn unparked(&self) -> bool {
-        self.0.unparked()
-    }
-    fn park_until(&self, deadline: K::Deadline) -> Woke {
-        let woken = self.0.park_until(deadline);
-        if woken == Woke::TimedOut {
+    fn after_park_until(woke: Woke) {
+        if woke == Woke::TimedOut {
             thread::yield_now();
             spin_for_ns(DAWDLE_RNG.with_borrow_mut(|r| r.below(20_000)));
         }
-        woken
-    }
-
-    unsafe fn unpark(this: *const Self) {
-        // SAFETY: forwarded from the caller; `Dawdle` is a transparent
-        // wrapper, so the inner parker lives exactly as long as `this`.
-        unsafe { K::unpark(&raw const (*this).0) }
-    }
-
-    type Wake = K::Wake;
-
-    unsafe fn nudge(this: *const Self) -> Nudge<K::Wake> {
-        // SAFETY: as in `unpark`.
-        unsafe { K::nudge(&raw const (*this).0) }
-    }
-
-    fn wake_nudged(wake: K::Wake) {
-        K::wake_nudged(wake);
-    }
-
-    fn retire(&self) {
-        self.0.retire();
     }
 }
 
 /// A parker whose thread, once woken, sleeps [`LATE_RISER_SLEEP`] before
 /// it returns from `park`: whoever woke it has that long to act before
 /// it runs on. Timed parks and polls are as `K`'s.
-#[repr(transparent)]
-struct LateRiser<K>(K);
+type LateRiser<K> = Hooked<K, RisingLate>;
+
+/// [`LateRiser`]'s hooks.
+struct RisingLate;
 
 /// How long a [`LateRiser`] sleeps after its wake.
 const LATE_RISER_SLEEP: Duration = Duration::from_millis(5);
 
-impl<K: Parker> Parker for LateRiser<K> {
-    fn new() -> Self {
-        LateRiser(K::new())
-    }
-
-    fn prepare(&self) {
-        self.0.prepare();
-    }
-
-    fn park(&self) -> Woke {
-        let woke = self.0.park();
+impl Hooks for RisingLate {
+    fn after_park(_woke: Woke) {
         thread::sleep(LATE_RISER_SLEEP);
-        woke
-    }
-
-    type Deadline = K::Deadline;
-
-    fn unparked(&self) -> bool {
-        self.0.unparked()
-    }
-    fn park_until(&self, deadline: K::Deadline) -> Woke {
-        self.0.park_until(deadline)
-    }
-
-    unsafe fn unpark(this: *const Self) {
-        // SAFETY: forwarded from the caller; `LateRiser` is a transparent
-        // wrapper, so the inner parker lives exactly as long as `this`.
-        unsafe { K::unpark(&raw const (*this).0) }
-    }
-
-    type Wake = K::Wake;
-
-    unsafe fn nudge(this: *const Self) -> Nudge<K::Wake> {
-        // SAFETY: as in `unpark`.
-        unsafe { K::nudge(&raw const (*this).0) }
-    }
-
-    fn wake_nudged(wake: K::Wake) {
-        K::wake_nudged(wake);
-    }
-
-    fn retire(&self) {
-        self.0.retire();
     }
 }
 
