@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::arch::spin_for_ns;
 use crate::lock::{FLAGS, LOCKED, Lock, SPINNING, STACK_LOCKED};
 use crate::platform::native::{AllSpin, Native, NativeWith, NoSpin, OsParker, SpinOne, Variant};
-use crate::platform::park::{StdThreads, ThreadParker};
+use crate::platform::park::{ParkWatch, StdThreads, ThreadParker};
 use crate::platform::{Event, Nudge, Parker, Platform, Wait, Woke};
 
 #[path = "../tests/common/mod.rs"]
@@ -2221,52 +2221,73 @@ fn parker_survives_an_early_unpark() {
 /// and then parks (an executor's waker, a hand-written event loop) must not
 /// lose that wake to the mutex's parker.
 ///
-/// `foreign`, if given: `P` parks with the portable parker, which counts
-/// there the tokens it takes that were not its wake (a static of the
-/// caller's: its tests run at the same time); the futex parker never
-/// touches them.
+/// `watch`, if given: `P` parks with the portable parker, which reports
+/// there the tokens it takes that were not its wake and whether it is in a
+/// park (a static of the caller's: its tests run at the same time); the
+/// futex parker never touches it.
 fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
-    foreign: Option<&'static AtomicU64>,
+    watch: Option<&'static ParkWatch>,
 ) {
     // Far above the time a thread with a token takes to return from
     // `park_timeout` (at once, also under emulation or a sanitizer); a
     // lost token makes it wait this long.
     const LIMIT: Duration = Duration::from_secs(2);
-    let g = Guarded::<P>::new();
-    g.lock.lock();
-    let (parked, waited) = thread::scope(|s| {
-        let h = s.spawn(|| {
-            crate::platform::park::FOREIGN_TOKENS.set(foreign);
-            g.increment();
-            let parked = my_events().get(Event::Parked);
-            let start = Instant::now();
-            thread::park_timeout(LIMIT);
-            (parked, start.elapsed())
-        });
-        while g.sleepers() < 1 {
-            thread::sleep(Duration::from_millis(1));
+    // `park_timeout` may return early without a token (std allows spurious
+    // returns): a parker that loses the token must fail in one of the
+    // rounds, and a sound one pass in every one.
+    const ROUNDS: usize = 3;
+    for _ in 0..ROUNDS {
+        if let Some(watch) = watch {
+            watch.foreign.store(0, Relaxed);
+            watch.in_park.store(false, Relaxed);
         }
-        h.thread().unpark();
-        if let Some(foreign) = foreign {
-            // Until the sleeper has returned from its park on that token
-            // and parked again: a wake that came first would merge with
-            // the token, and no parker can tell the two apart.
-            let start = Instant::now();
-            while foreign.load(Relaxed) == 0 && start.elapsed() < LIMIT {
+        let g = Guarded::<P>::new();
+        g.lock.lock();
+        let (parked, waited) = thread::scope(|s| {
+            let h = s.spawn(|| {
+                crate::platform::park::PARK_WATCH.set(watch);
+                g.increment();
+                let parked = my_events().get(Event::Parked);
+                let start = Instant::now();
+                thread::park_timeout(LIMIT);
+                (parked, start.elapsed())
+            });
+            while g.sleepers() < 1 {
                 thread::sleep(Duration::from_millis(1));
             }
-            assert!(foreign.load(Relaxed) > 0, "the sleeper never took the token");
-        }
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        h.join().unwrap()
-    });
-    assert!(parked >= 1, "the waiter never slept in `lock`");
-    assert!(
-        waited < LIMIT / 2,
-        "the unpark aimed at the thread while it slept in `lock` was lost: its \
-         `park_timeout` after the lock waited {waited:?}"
-    );
+            h.thread().unpark();
+            if let Some(watch) = watch {
+                // Until the sleeper has returned from its park on that
+                // token and is in a park again: a wake that came before it
+                // looked at its word again would end its wait without a
+                // park, leaving the wake's token to its thread, so that a
+                // parker that keeps no token could not be told from one
+                // that does (and a wake that came before the foreign
+                // token's return would merge with it). Acquire: the
+                // count's Release orders the flag's clearing after that
+                // return before the loads of the flag below, so a set flag
+                // is a later park's.
+                let start = Instant::now();
+                while watch.foreign.load(Acquire) == 0 && start.elapsed() < LIMIT {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                assert!(watch.foreign.load(Acquire) > 0, "the sleeper never took the token");
+                while !watch.in_park.load(Acquire) && start.elapsed() < 2 * LIMIT {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                assert!(watch.in_park.load(Acquire), "the sleeper never parked again");
+            }
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            h.join().unwrap()
+        });
+        assert!(parked >= 1, "the waiter never slept in `lock`");
+        assert!(
+            waited < LIMIT / 2,
+            "the unpark aimed at the thread while it slept in `lock` was lost: its \
+             `park_timeout` after the lock waited {waited:?}"
+        );
+    }
 }
 
 #[test]
@@ -2276,8 +2297,8 @@ fn a_thread_keeps_its_park_token_futex_parker() {
 
 #[test]
 fn a_thread_keeps_its_park_token_portable_parker() {
-    static FOREIGN: AtomicU64 = AtomicU64::new(0);
-    keeps_the_threads_park_token::<ThreadPark>(Some(&FOREIGN));
+    static WATCH: ParkWatch = ParkWatch::new();
+    keeps_the_threads_park_token::<ThreadPark>(Some(&WATCH));
 }
 
 /// The merge: a parker's wake and a `Thread::unpark` aimed at its thread
@@ -2419,8 +2440,8 @@ fn a_parker_that_loses_the_merged_token_fails_the_merge_check() {
 #[test]
 #[should_panic(expected = "was lost")]
 fn a_parker_that_keeps_foreign_tokens_fails_the_token_check() {
-    static FOREIGN: AtomicU64 = AtomicU64::new(0);
-    keeps_the_threads_park_token::<ThreadParkLosesTokens>(Some(&FOREIGN));
+    static WATCH: ParkWatch = ParkWatch::new();
+    keeps_the_threads_park_token::<ThreadParkLosesTokens>(Some(&WATCH));
 }
 
 // ---------------------------------------------------------------------------

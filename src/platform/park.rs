@@ -9,30 +9,65 @@
 use core::cell::Cell;
 use core::cell::UnsafeCell;
 use core::sync::atomic::AtomicU32;
-#[cfg(test)]
-use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
+#[cfg(test)]
+use core::sync::atomic::{AtomicBool, AtomicU64};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
 use super::word::{AWAKE, NUDGED, PARKED, SLEEPING, Word, give_up, settle};
 use super::{Nudge, Parker, Woke};
 
+/// Tests only: what a thread's parks report about themselves, so that a
+/// test can wait for a state instead of sleeping a guessed time.
 #[cfg(test)]
-std::thread_local! {
-    /// Tests only: where this thread's parks count the park tokens they
-    /// took that were not their wake, so that a test can wait for that to
-    /// happen instead of sleeping a guessed time.
-    pub(crate) static FOREIGN_TOKENS: Cell<Option<&'static AtomicU64>> = const { Cell::new(None) };
+pub(crate) struct ParkWatch {
+    /// How many park tokens the thread's parks took that were not their
+    /// wake (or returns that were spurious).
+    pub(crate) foreign: AtomicU64,
+    /// Whether the thread is in `Threads::park` (or `park_until`), entered
+    /// after a look at its word that found it still asleep.
+    pub(crate) in_park: AtomicBool,
 }
 
-/// Notes that a park returned on a token that was not its wake (or
-/// spuriously); a no-op outside tests.
-fn took_a_foreign_token() {
-    #[cfg(test)]
-    if let Some(count) = FOREIGN_TOKENS.get() {
-        count.fetch_add(1, Relaxed);
+#[cfg(test)]
+impl ParkWatch {
+    pub(crate) const fn new() -> Self {
+        ParkWatch { foreign: AtomicU64::new(0), in_park: AtomicBool::new(false) }
     }
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Tests only: where this thread's parks report (see [`ParkWatch`]).
+    pub(crate) static PARK_WATCH: Cell<Option<&'static ParkWatch>> = const { Cell::new(None) };
+}
+
+/// Notes that the thread is about to sleep in `Threads::park`, its word
+/// last seen asleep; a no-op outside tests. Release: a test that acquires
+/// the flag knows the look came before whatever it does next (a wake
+/// after that must go through this park).
+fn entering_park() {
+    #[cfg(test)]
+    if let Some(watch) = PARK_WATCH.get() {
+        watch.in_park.store(true, Release);
+    }
+}
+
+/// Notes that a park returned, and whether on a token that was not its
+/// wake (or spuriously); a no-op outside tests. Release on the count: a
+/// test that acquires it sees the flag cleared, so a set flag it reads
+/// after it is a later park.
+fn left_park(foreign: bool) {
+    #[cfg(test)]
+    if let Some(watch) = PARK_WATCH.get() {
+        watch.in_park.store(false, Relaxed);
+        if foreign {
+            watch.foreign.fetch_add(1, Release);
+        }
+    }
+    #[cfg(not(test))]
+    let _ = foreign;
 }
 
 /// What the portable parker needs from the threads it runs on.
@@ -263,11 +298,10 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
             if let Some(woke) = settle(&self.word) {
                 break woke;
             }
+            entering_park();
             T::park();
             parked = true;
-            if self.word.load(Relaxed) == SLEEPING {
-                took_a_foreign_token();
-            }
+            left_park(self.word.load(Relaxed) == SLEEPING);
         };
         self.give_back_token(parked && !LOSES_TOKENS);
         woke
@@ -284,13 +318,13 @@ impl<T: Threads, const LOSES_TOKENS: bool, const BROKEN: u8> Parker
             if let Some(woke) = settle(&self.word) {
                 break woke;
             }
+            entering_park();
             if !T::park_until(deadline) {
+                left_park(false);
                 break give_up(&self.word);
             }
             parked = true;
-            if self.word.load(Relaxed) == SLEEPING {
-                took_a_foreign_token();
-            }
+            left_park(self.word.load(Relaxed) == SLEEPING);
         };
         self.give_back_token(parked && !LOSES_TOKENS);
         woke

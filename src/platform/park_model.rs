@@ -12,7 +12,6 @@
 //! that has run out is how a thread sees the wake store without that wake
 //! (as a spurious return would), and the models of the count use it.
 
-use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use loom::thread;
 
 use super::loom::ModelDeadline;
 use super::park::{
-    COUNTS_LATE, FOREIGN_TOKENS, RETIRES_EARLY, SOUND, Slot, ThreadParker, Threads, Word32,
+    COUNTS_LATE, PARK_WATCH, ParkWatch, RETIRES_EARLY, SOUND, Slot, ThreadParker, Threads, Word32,
 };
 use super::{Nudge, Parker, Woke};
 
@@ -208,8 +207,8 @@ fn wake_then_retire<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u
     timed: bool,
     foreign: bool,
 ) -> Seen {
-    let foreign_tokens: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
-    FOREIGN_TOKENS.set(Some(foreign_tokens));
+    let watch: &'static ParkWatch = Box::leak(Box::new(ParkWatch::new()));
+    PARK_WATCH.set(Some(watch));
     let seen = explore(move || {
         let parker: &'static Model<LOSSY, LOSES_TOKENS, BROKEN> =
             Box::leak(Box::new(Parker::new()));
@@ -223,12 +222,12 @@ fn wake_then_retire<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u
             parker.prepare();
             // Release: publishes the armed parker (the push's part).
             armed.store(true, Release);
-            let tokens_before = foreign_tokens.load(Relaxed);
+            let tokens_before = watch.foreign.load(Relaxed);
             let (woke, timed_woke) = match timed.then(|| parker.park_until(ModelDeadline::Timed)) {
                 None | Some(Woke::TimedOut) => (parker.park(), false),
                 Some(woke) => (woke, true),
             };
-            if foreign && !flag_was_set && foreign_tokens.load(Relaxed) > tokens_before {
+            if foreign && !flag_was_set && watch.foreign.load(Relaxed) > tokens_before {
                 SEEN.with(|s| s.borrow_mut().foreign_token_taken += 1);
             }
             let waits_before = RETIRE_WAITS.get();
@@ -278,7 +277,7 @@ fn wake_then_retire<const LOSSY: bool, const LOSES_TOKENS: bool, const BROKEN: u
             other.join().unwrap();
         }
     });
-    FOREIGN_TOKENS.set(None);
+    PARK_WATCH.set(None);
     seen
 }
 
