@@ -28,9 +28,12 @@ use common::{Rng, Watchdog};
 
 /// The portable thread-park parker, so that it is tested on Linux too.
 type ThreadPark = NativeWith<ThreadParker, SpinOne, 0>;
-/// The portable parker with a deliberate bug: it gives no park token back
-/// (a negative control).
-type ThreadParkLosesTokens = NativeWith<ThreadParker<StdThreads, true>, SpinOne, 0>;
+/// The portable parker where nobody starves ([`NeverStarvesVariant`]): a
+/// waiter's parks have no deadline that could end them.
+type ThreadParkNeverStarves = NativeWith<ThreadParker, NeverStarvesVariant, 0>;
+/// `ThreadParkNeverStarves` with a deliberate bug: it gives no park token
+/// back (a negative control).
+type ThreadParkLosesTokens = NativeWith<ThreadParker<StdThreads, true>, NeverStarvesVariant, 0>;
 /// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
 /// under real threads.
 type MixedWake = NativeWith<OsParker, SpinOne, 2>;
@@ -2224,7 +2227,10 @@ fn parker_survives_an_early_unpark() {
 /// `watch`, if given: `P` parks with the portable parker, which reports
 /// there the tokens it takes that were not its wake and whether it is in a
 /// park (a static of the caller's: its tests run at the same time); the
-/// futex parker never touches it.
+/// futex parker never touches it. With a watch, nobody may starve in `P`:
+/// a park that ran out at its starvation deadline would count as a foreign
+/// token, and the park after it may find its deadline passed and not
+/// sleep, so neither would show the state the test waits for.
 fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<P>>>>(
     watch: Option<&'static ParkWatch>,
 ) {
@@ -2271,15 +2277,21 @@ fn keeps_the_threads_park_token<P: Platform<State = AtomicPtr<crate::lock::Node<
                 while watch.foreign.load(Acquire) == 0 && start.elapsed() < LIMIT {
                     thread::sleep(Duration::from_millis(1));
                 }
-                assert!(watch.foreign.load(Acquire) > 0, "the sleeper never took the token");
                 while !watch.in_park.load(Acquire) && start.elapsed() < 2 * LIMIT {
                     thread::sleep(Duration::from_millis(1));
                 }
-                assert!(watch.in_park.load(Acquire), "the sleeper never parked again");
             }
+            let ready = watch.map(|w| (w.foreign.load(Acquire) > 0, w.in_park.load(Acquire)));
             // SAFETY: locked above.
             unsafe { g.lock.unlock() };
-            h.join().unwrap()
+            let result = h.join().unwrap();
+            // Asserted after the unlock, so that a failure cannot leave
+            // the sleeper waiting for the lock forever.
+            if let Some((took, parked_again)) = ready {
+                assert!(took, "the sleeper never took the token");
+                assert!(parked_again, "the sleeper never parked again");
+            }
+            result
         });
         assert!(parked >= 1, "the waiter never slept in `lock`");
         assert!(
@@ -2298,7 +2310,7 @@ fn a_thread_keeps_its_park_token_futex_parker() {
 #[test]
 fn a_thread_keeps_its_park_token_portable_parker() {
     static WATCH: ParkWatch = ParkWatch::new();
-    keeps_the_threads_park_token::<ThreadPark>(Some(&WATCH));
+    keeps_the_threads_park_token::<ThreadParkNeverStarves>(Some(&WATCH));
 }
 
 /// The merge: a parker's wake and a `Thread::unpark` aimed at its thread

@@ -22,11 +22,13 @@ use super::{Nudge, Parker, Woke};
 /// test can wait for a state instead of sleeping a guessed time.
 #[cfg(test)]
 pub(crate) struct ParkWatch {
-    /// How many park tokens the thread's parks took that were not their
-    /// wake (or returns that were spurious).
+    /// How many of the thread's parks returned with its word still asleep:
+    /// on a park token that was not their wake, spuriously, or (timed) at
+    /// their deadline.
     pub(crate) foreign: AtomicU64,
-    /// Whether the thread is in `Threads::park` (or `park_until`), entered
-    /// after a look at its word that found it still asleep.
+    /// Whether the thread is in `Threads::park` (or `park_until`, which
+    /// returns at once if its deadline has passed), entered after a look
+    /// at its word that found it still asleep.
     pub(crate) in_park: AtomicBool,
 }
 
