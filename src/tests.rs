@@ -28,8 +28,8 @@ use common::{Rng, Watchdog};
 
 /// The portable thread-park parker, so that it is tested on Linux too.
 type ThreadPark = NativeWith<ThreadParker, SpinOne, 0>;
-/// The portable parker where nobody starves ([`NeverStarvesVariant`]): a
-/// waiter's parks have no deadline that could end them.
+/// The portable parker where nobody starves ([`NeverStarvesVariant`]): no
+/// waiter's park reaches its deadline within a test's time.
 type ThreadParkNeverStarves = NativeWith<ThreadParker, NeverStarvesVariant, 0>;
 /// `ThreadParkNeverStarves` with a deliberate bug: it gives no park token
 /// back (a negative control).
@@ -2311,6 +2311,9 @@ fn a_thread_keeps_its_park_token_futex_parker() {
 fn a_thread_keeps_its_park_token_portable_parker() {
     static WATCH: ParkWatch = ParkWatch::new();
     keeps_the_threads_park_token::<ThreadParkNeverStarves>(Some(&WATCH));
+    // The shipped variant, starvation on: a sound parker passes whatever
+    // happened before the wake, so no watch is needed.
+    keeps_the_threads_park_token::<ThreadPark>(None);
 }
 
 /// The merge: a parker's wake and a `Thread::unpark` aimed at its thread
