@@ -56,8 +56,9 @@ fn entering_park() {
     }
 }
 
-/// Notes that a park returned, and whether on a token that was not its
-/// wake (or spuriously); a no-op outside tests. Release on the count: a
+/// Notes that a park returned, and whether with its word still asleep (on
+/// a token that was not its wake, spuriously, or at its deadline); a no-op
+/// outside tests. Release on the count: a
 /// test that acquires it sees the flag cleared, so a set flag it reads
 /// after it is a later park.
 fn left_park(foreign: bool) {
