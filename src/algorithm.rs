@@ -214,7 +214,14 @@
 //! and clears `STARVING`; then a futex wake. The node stays linked, at the
 //! bottom. Until the nudged thread has marked itself anew the lock is a
 //! plain one, and an unlock or retake that finds the nudge pending gives
-//! the stack back (and the lock, if it holds it) at once. Once it
+//! the stack back (and the lock, if it holds it) at once. No wake can
+//! serve the stack meanwhile, so the nudge's release also hands the
+//! nudged thread `SPINNING` if nobody holds it, as a wake does, and clears
+//! `BACKLOG`: unlocks then skip their wakes for it instead of each taking
+//! the stack to find the nudge pending (on one CPU, where the nudged
+//! thread waits for the running one's time slice, that took a quarter of
+//! the CPU at 32-64 threads). It clears the bit when it next owns the
+//! stack, to mark itself. Once it
 //! runs, the nudged thread moves its word back to running and marks itself
 //! anew: it takes `STACK_LOCKED`, sets `STARVING` and gives the stack back
 //! as a marking sleeper does, which hands the lock to the bottom sleeper
@@ -300,7 +307,10 @@
 //!   role only by taking the lock (its own unlock then sees the stack) or by
 //!   pushing itself, which clears `SPINNING` and succeeds only while the lock
 //!   is held (that holder's unlock sees the stack). A woken thread that was
-//!   handed the bit is a spinner like any other. (`BACKLOG` only makes
+//!   handed the bit is a spinner like any other. A nudged thread handed
+//!   the bit (below) clears it only while it owns the stack, and then
+//!   gives the stack back deciding as an unlock would, or while it holds
+//!   the lock (a fair unlock's pop handed it over). (`BACKLOG` only makes
 //!   unlocks skip fewer wakes; a thread woken past the spinner holds
 //!   nothing, so exactly one thread holds `SPINNING` while it is set.)
 //! * `STACK_LOCKED` was set: it has one owner (every CAS that takes the

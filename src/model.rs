@@ -25,7 +25,8 @@ use loom::thread;
 use crate::lock::{FLAGS, LOCKED, Lock, Node, SPINNING, STACK_LOCKED, STARVING};
 use crate::platform::loom::fair::{
     BY_AGE, BY_AGE_NUDGED, LOOKS_NOBODY_STARVES, NOBODY_STARVES, OLDEST_STARVES,
-    OLDEST_STARVES_FIRST_PAUSES, SELF_JUDGED, SELF_JUDGED_BY_AGE, SELF_JUDGED_NUDGED, STARVES_ONCE,
+    OLDEST_STARVES_FIRST_PAUSES, SELF_JUDGED, SELF_JUDGED_BY_AGE, SELF_JUDGED_NUDGED,
+    SELF_JUDGED_NUDGED_BESIDE_SPINNER, STARVES_ONCE,
 };
 use crate::platform::loom::faults::*;
 use crate::platform::loom::wakes::{FIFO, ONE_PASS};
@@ -55,6 +56,10 @@ type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED>;
 /// Sleepers judge themselves, and starving unlocks nudge a sleeping bottom
 /// sleeper instead of handing it the lock.
 type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_NUDGED>;
+/// `Nudging`, but nudges hand the nudged thread no SPINNING, as beside
+/// another spinner.
+type NudgingBesideSpinner<const F: u8 = NO_FAULT> =
+    Loom<F, 0, FIFO, SELF_JUDGED_NUDGED_BESIDE_SPINNER>;
 /// `ByAge`, with nudges.
 type ByAgeNudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE_NUDGED>;
 /// Only the waiter whose starvation clock started first starves.
@@ -1715,9 +1720,9 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
 /// that finds it asleep nudges it and releases the lock, and `a`, once it
 /// runs, marks itself anew, which hands it the lock when nobody else takes
 /// it. With `barge`, a third thread (digit 9) may take the lock first, and
-/// its unlock finds `a` nudged and not yet running (it releases again),
-/// running (it hands over) or asleep again after its nudge (it hands over
-/// to the sleeper). `a` must get the lock in every execution, and the word
+/// its unlock finds `a` nudged and not yet running (it skips its wake: `a`
+/// holds the SPINNING its nudge handed it), running (it hands over) or
+/// asleep again after its nudge (it hands over to the sleeper). `a` must get the lock in every execution, and the word
 /// end clear.
 fn nudged_mark<const F: u8>(asleep: bool, barge: bool, bound: Bound) -> Seen {
     explore(bound, move || {
@@ -1777,7 +1782,7 @@ fn a_nudged_mark_gets_the_lock_after_a_barger() {
     let seen = nudged_mark::<NO_FAULT>(true, true, bound(2, 3));
     assert!(
         seen.of(Event::Nudged) > 0
-            && seen.of(Event::NudgePending) > 0
+            && seen.of(Event::WakeSkippedForSpinner) > 0
             && seen.of(Event::HandedWhileAwake) > 0,
         "{seen:?}"
     );
@@ -1985,13 +1990,21 @@ fn broken_nudged_sleeper_sleeps_again_without_marking_itself() {
     nudged_mark::<NUDGED_SLEEPS_AGAIN>(true, false, bound(0, 0));
 }
 
+#[test]
+#[should_panic(expected = "the word keeps a trace of a nudged sleeper")]
+fn broken_nudged_sleeper_keeps_the_spin_bit_its_nudge_handed_it() {
+    nudged_mark::<NUDGED_KEEPS_SPIN>(true, false, bound(0, 0));
+}
+
 /// A wake that overtakes a nudge. Sleeper `n` (digit 1) sleeps on an
 /// unmarked node; a timed waiter marks itself below it and leaves at its
 /// deadline, so starvation mode outlives it with `n` the oldest sleeper.
 /// The main thread's unlock nudges `n` (asleep) and releases the lock;
 /// `n` stops (a gate) once it has taken the nudge, before it marks itself
 /// anew. The main thread takes the lock again; its unlock finds the mode
-/// ended and `n` not starving, and pops it with a plain wake. The main
+/// ended and `n` not starving, and pops it with a plain wake (the nudge
+/// handed `n` no SPINNING, as when another thread holds the bit; one that
+/// did would make the unlock skip its wake). The main
 /// thread takes the lock a third time and opens the gate: `n` finds
 /// itself popped, takes the wake, pushes itself again, marks itself at its
 /// (now allowed) starvation deadline and sleeps, marked. The third unlock
@@ -2002,7 +2015,7 @@ fn wake_overtakes_a_nudge<const F: u8>(bound: Bound) -> Seen {
     OVERTAKEN.set(false);
     explore(bound, move || {
         let before = Seen::now();
-        let g = Guarded::<Nudging<F>>::new();
+        let g = Guarded::<NudgingBesideSpinner<F>>::new();
         let (left, rejoined, done) = (Gate::new(), Gate::new(), flag());
         g.lock.lock();
         let n = thread::spawn(move || {

@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Only word-sized RMWs touch it. `LOCKED` is the mutex. `SPINNING` is one
-//! waiter's right to spin: its holder alone clears it (taking the lock, or
-//! pushing itself). `STACK_LOCKED` gives one thread the right to remove
+//! waiter's right to spin: its holder alone clears it (taking the lock,
+//! pushing itself, or, handed it by a nudge, owning the stack or the lock). `STACK_LOCKED` gives one thread the right to remove
 //! nodes; pushes never need it. `STARVING` makes unlocks hand the lock
 //! over (or nudge a sleeping recipient); `BACKLOG` makes unlocks wake even
 //! beside a spinner.
@@ -27,8 +27,9 @@
 //! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
 //! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
 //! nudge      the oldest is asleep (its word says so): mark its word nudged,
-//!            CAS -LOCKED -STACK_LOCKED -STARVING, wake it; it stays linked,
-//!            and once it runs it starves again (below)             (wake.rs)
+//!            CAS -LOCKED -STACK_LOCKED -STARVING -BACKLOG (+SPINNING for
+//!            it), wake it; it stays linked, and once it runs it starves
+//!            again (below)                                          (wake.rs)
 //! starve     a sleeper past its deadline: CAS +STACK_LOCKED, move to the
 //!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
 //! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,
@@ -38,7 +39,8 @@
 //! No wakeup is lost because a thread sleeps only after a CAS that saw
 //! `LOCKED` set and published its node, so the holder's unlock sees it; an
 //! unlock skips the wake only for a spinner, which leaves that role only by
-//! taking the lock or by pushing itself while the lock is held. The crate
+//! taking the lock or by pushing itself while the lock is held (a nudged
+//! spinner: while it owns the stack or the lock). The crate
 //! documentation has the whole argument, the wake order and the bound on
 //! waiting; the comments here point at the step each operation implements.
 //!
@@ -225,6 +227,13 @@ pub(crate) struct Node<P: Platform> {
     /// anew after its nudge (`Lock::starve`). Until then a nudged sleeper
     /// is on its way to do so, running or not, and is not handed the lock.
     renewed: P::Cell<bool>,
+    /// Set by a stack owner whose nudge of this (linked) node released the
+    /// lock with SPINNING clear (`Lock::release_after_nudge`): the bit is
+    /// this thread's, as after a wake, so that unlocks skip their wakes
+    /// until it runs. It gives the bit up when it next owns the stack
+    /// (`Lock::starve`) or, popped before that, when its wake lands
+    /// (`Lock::after_wake`), and clears the field then.
+    nudge_spin: P::Cell<bool>,
     parker: P::Parker,
 }
 
@@ -244,6 +253,7 @@ impl<P: Platform> Node<P> {
             woken_at: NodeCell::new(0),
             nudged: NodeCell::new(false),
             renewed: NodeCell::new(false),
+            nudge_spin: NodeCell::new(false),
             parker: Parker::new(),
         }
     }

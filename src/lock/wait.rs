@@ -360,10 +360,29 @@ impl<P: Platform> Lock<P> {
             // and the hand-over's futex store (Release, acquired
             // by `park`) carries the previous critical section.
             P::record(Event::HandedLock);
+            // SAFETY: as for `handed_lock` above; popped, nobody else
+            // writes it.
+            if unsafe { node.nudge_spin.get() } {
+                // A nudge handed us SPINNING before this hand-off popped
+                // us: we give it up with the lock ours.
+                // SAFETY: as above.
+                unsafe { node.nudge_spin.set(false) };
+                self.drop_nudge_spin();
+            }
             return Step::Done(true);
         }
         w.from_tail = next.is_null();
         w.spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
+        // A nudge handed us SPINNING and a stack owner popped us before we
+        // marked ourselves anew: the bit is still ours (the pop's wake
+        // found it set, so it handed us nothing more), and we keep it as
+        // if the wake had handed it.
+        // SAFETY: as for `handed_lock` above; popped, nobody else writes it.
+        if unsafe { node.nudge_spin.get() } {
+            // SAFETY: as above.
+            unsafe { node.nudge_spin.set(false) };
+            w.spinner = true;
+        }
         // Woken past the spinner (sleepers were backed up),
         // handed neither the lock nor SPINNING: we may yield
         // again before we sleep, as on arrival. The wake
@@ -519,6 +538,14 @@ impl<P: Platform> Lock<P> {
     #[cold]
     pub(super) unsafe fn starve(&self, me: *mut Node<P>, nudged: bool) -> bool {
         let mut s = self.take_stack();
+        // SAFETY: we own the stack: nobody else writes the field meanwhile,
+        // and its nudger wrote it before its give-back, which our take
+        // acquired.
+        if unsafe { (*me).nudge_spin.get() } {
+            // SAFETY: as above.
+            unsafe { (*me).nudge_spin.set(false) };
+            s = self.drop_nudge_spin();
+        }
         // SAFETY: only we write `starved`.
         let marked = unsafe { (*me).starved.get() };
         let linked = if marked {
@@ -601,6 +628,21 @@ impl<P: Platform> Lock<P> {
                 Err(now) => s = now,
             }
         }
+    }
+
+    /// Clears the SPINNING that a nudge handed us (`Node::nudge_spin`), as
+    /// we own the stack or the lock: the lock's holder, or the stack's
+    /// owner when it gives the stack back, then sees no spinner and serves
+    /// the sleepers. Returns the word as the clear left it. Acquire: a
+    /// stack owner's give-back after this may walk nodes pushed since it
+    /// took the stack (as `starve`'s mark).
+    pub(super) fn drop_nudge_spin(&self) -> *mut Node<P> {
+        if P::FAULT == Fault::NudgedKeepsSpin {
+            return self.state.load(Acquire);
+        }
+        let old = self.state.fetch_and(!SPINNING, Acquire);
+        check_spinner::<P>(old, true);
+        old.map_addr(|a| a & !SPINNING)
     }
 
     /// One CAS that takes the lock from `s` (which has LOCKED clear),

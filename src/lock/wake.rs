@@ -316,8 +316,9 @@ impl<P: Platform> Lock<P> {
     /// that marks itself now moves above the earlier marks); then it waits
     /// awake for its hand-off, and the unlock that finds it not yet asleep
     /// hands it over. Until it has marked itself anew the lock is
-    /// anybody's: an unlock that finds the nudge pending releases it again
-    /// (`nudge_pending`). So the lock does not wait for the wake-up a nudge
+    /// anybody's: unlocks skip their wakes for the nudged thread, handed
+    /// SPINNING (`release_after_nudge`), and one that finds the nudge
+    /// pending anyway releases the lock again (`nudge_pending`). So the lock does not wait for the wake-up a nudge
     /// causes; a sleeper found asleep again after its nudge (its awake wait
     /// saw the lock held throughout: critical sections longer than that
     /// wait) is handed the lock asleep, once per `lock` call. The bound on
@@ -360,7 +361,8 @@ impl<P: Platform> Lock<P> {
                 }
             };
             if let Some(wake) = wake {
-                self.release_after_nudge(s);
+                // SAFETY: we own the stack and LOCKED, and `oldest` is linked.
+                unsafe { self.release_after_nudge(s, oldest) };
                 let Some(wake) = wake else { return false };
                 P::Parker::wake_nudged(wake);
                 return true;
@@ -394,12 +396,37 @@ impl<P: Platform> Lock<P> {
     /// STACK_LOCKED and STARVING cleared in one CAS from `s`, a recent
     /// value of the word. STARVING ends: the nudged thread sets it again
     /// when it marks itself anew, and until then the lock is a plain one.
-    fn release_after_nudge(&self, mut s: *mut Node<P>) {
+    ///
+    /// Until then, too, no wake can serve the stack: `serve` finds the
+    /// nudge pending and gives the stack back. So the release hands
+    /// SPINNING to the nudged thread (`oldest`) if nobody holds it, as a
+    /// wake hands it to the woken thread, and clears BACKLOG, so that
+    /// unlocks skip their wakes for it instead of each taking the stack to
+    /// find nothing to do: a nudged thread that waits for a CPU (one CPU,
+    /// or many more threads than CPUs) made every unlock of its wait take
+    /// the slow path (measured: docs/benchmarks.md, "One CPU").
+    ///
+    /// # Safety
+    /// We own the stack and LOCKED, and `oldest`, the nudged node, is linked.
+    unsafe fn release_after_nudge(&self, mut s: *mut Node<P>, oldest: *mut Node<P>) {
+        // SAFETY: as for this function: stack owners alone write the
+        // field of a linked node.
+        let held = unsafe { (*oldest).nudge_spin.get() };
         loop {
-            let mut new = s.map_addr(|a| a & !(LOCKED | STACK_LOCKED | STARVING));
+            let hand = P::NUDGE_HANDS_SPIN && s.addr() & SPINNING == 0;
+            let mut new = s.map_addr(|a| {
+                (a & !(LOCKED | STACK_LOCKED | STARVING | BACKLOG))
+                    | if hand { SPINNING } else { 0 }
+            });
             if P::FAULT == Fault::NudgeKeepsLock {
                 new = new.map_addr(|a| a | LOCKED);
             }
+            // Before the CAS that gives the stack back: the nudged thread
+            // reads the field once it owns the stack, or after the wake of
+            // a stack owner that popped it, both ordered after this CAS.
+            // A nudge found pending keeps what the first one handed.
+            // SAFETY: as above.
+            unsafe { (*oldest).nudge_spin.set(held || hand) };
             // Release: the critical section, as in `unlock`, and our node
             // edits (the walk's links, the nudge mark) for the next stack
             // owner. Failure Relaxed: we hold LOCKED and the stack, so only

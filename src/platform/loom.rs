@@ -108,6 +108,7 @@ fault_names! {
     NUDGE_KEEPS_LOCK: NudgeKeepsLock,
     NUDGE_WITHOUT_WAKE: NudgeWithoutWake,
     NUDGED_SLEEPS_AGAIN: NudgedSleepsAgain,
+    NUDGED_KEEPS_SPIN: NudgedKeepsSpin,
     NUDGES_AGAIN: NudgesAgain,
     NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
     PUSH_KEEPS_PENDING_NUDGE: PushKeepsPendingNudge,
@@ -164,10 +165,19 @@ pub(crate) mod fair {
     /// [`BY_AGE`] (a requeued condition variable waiter, whose clock the
     /// requeue starts).
     pub(crate) const SELF_JUDGED_BY_AGE: u8 = 9;
+    /// As [`SELF_JUDGED_NUDGED`], but a nudge hands the nudged thread
+    /// nothing, as when another thread holds SPINNING
+    /// ([`Platform::NUDGE_HANDS_SPIN`](super::Platform::NUDGE_HANDS_SPIN)):
+    /// the case in which an unlock can pop the nudged sleeper with a plain
+    /// wake before it runs.
+    pub(crate) const SELF_JUDGED_NUDGED_BESIDE_SPINNER: u8 = 10;
 
     /// Whether sleepers judge themselves under rule `fair`.
     pub(crate) const fn self_judged(fair: u8) -> bool {
-        fair == SELF_JUDGED || fair == SELF_JUDGED_NUDGED || fair == SELF_JUDGED_BY_AGE
+        fair == SELF_JUDGED
+            || fair == SELF_JUDGED_NUDGED
+            || fair == SELF_JUDGED_BY_AGE
+            || fair == SELF_JUDGED_NUDGED_BESIDE_SPINNER
     }
 }
 
@@ -200,7 +210,10 @@ impl<
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;
     const ABORT_ON_UNWIND: bool = false;
-    const NUDGE: bool = FAIR == fair::SELF_JUDGED_NUDGED || FAIR == fair::BY_AGE_NUDGED;
+    const NUDGE: bool = FAIR == fair::SELF_JUDGED_NUDGED
+        || FAIR == fair::BY_AGE_NUDGED
+        || FAIR == fair::SELF_JUDGED_NUDGED_BESIDE_SPINNER;
+    const NUDGE_HANDS_SPIN: bool = FAIR != fair::SELF_JUDGED_NUDGED_BESIDE_SPINNER;
 
     fn broken(what: &str) -> ! {
         panic!("{what}")

@@ -197,6 +197,9 @@ pub(crate) enum Fault {
     /// A nudged sleeper sleeps again without marking itself anew, so nobody
     /// sets STARVING or takes the lock that the nudge released.
     NudgedSleepsAgain,
+    /// A nudged sleeper keeps the SPINNING that its nudge handed it when it
+    /// marks itself anew or is popped: unlocks skip their wakes for ever.
+    NudgedKeepsSpin,
     /// A sleeper found asleep again after its nudge is nudged again instead
     /// of handed the lock: nothing bounds how often.
     NudgesAgain,
@@ -418,6 +421,11 @@ pub(crate) trait Platform: Sized + 'static {
     /// Off only in the models that count the critical sections a marked
     /// sleeper waits, which hold where every hand-off goes through.
     const NUDGE: bool = true;
+    /// Whether a nudge hands SPINNING to the nudged thread when nobody
+    /// holds it (see `Lock::release_after_nudge`). Off only in the model of
+    /// a wake that overtakes a nudge, which steers the case where another
+    /// thread holds the bit at the nudge, so that an unlock still wakes.
+    const NUDGE_HANDS_SPIN: bool = true;
     /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
     /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
     /// else panics, for loom).
