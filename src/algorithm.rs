@@ -214,11 +214,12 @@
 //! and clears `STARVING`; then a futex wake. The node stays linked, at the
 //! bottom. Until the nudged thread has marked itself anew the lock is a
 //! plain one, and an unlock or retake that finds the nudge pending gives
-//! the stack back (and the lock, if it holds it) at once. No wake can
-//! serve the stack meanwhile, so the nudge's release also hands the
-//! nudged thread `SPINNING` if nobody holds it, as a wake does, and clears
-//! `BACKLOG`: unlocks then skip their wakes for it instead of each taking
-//! the stack to find the nudge pending (on one CPU, where the nudged
+//! the stack back (and the lock, if it holds it) at once. A wake could
+//! serve only the nudged thread meanwhile (the oldest, popped with
+//! `SPINNING` if it is not judged starving), so the nudge's release hands
+//! it `SPINNING` at once if nobody holds it, as that wake would, and then
+//! clears `BACKLOG`: unlocks skip their wakes for it instead of each
+//! taking the stack to find the nudge pending (on one CPU, where the nudged
 //! thread waits for the running one's time slice, that took a quarter of
 //! the CPU at 32-64 threads). It clears the bit when it next owns the
 //! stack, to mark itself. Once it
@@ -308,9 +309,10 @@
 //!   pushing itself, which clears `SPINNING` and succeeds only while the lock
 //!   is held (that holder's unlock sees the stack). A woken thread that was
 //!   handed the bit is a spinner like any other. A nudged thread handed
-//!   the bit (below) clears it only while it owns the stack, and then
+//!   the bit (above) clears it only while it owns the stack, and then
 //!   gives the stack back deciding as an unlock would, or while it holds
-//!   the lock (a fair unlock's pop handed it over). (`BACKLOG` only makes
+//!   the lock (a fair unlock's pop handed it over); popped by a plain wake
+//!   first, it stays a spinner like any other. (`BACKLOG` only makes
 //!   unlocks skip fewer wakes; a thread woken past the spinner holds
 //!   nothing, so exactly one thread holds `SPINNING` while it is set.)
 //! * `STACK_LOCKED` was set: it has one owner (every CAS that takes the

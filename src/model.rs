@@ -1725,9 +1725,14 @@ fn starving_unlock_beside_a_stack_owner<const F: u8>(barges: usize, bound: Bound
 /// asleep again after its nudge (it hands over to the sleeper). `a` must get the lock in every execution, and the word
 /// end clear.
 fn nudged_mark<const F: u8>(asleep: bool, barge: bool, bound: Bound) -> Seen {
+    nudged_mark_on::<Nudging<F>>(asleep, barge, bound)
+}
+
+/// [`nudged_mark`] on platform `P`.
+fn nudged_mark_on<P: Model>(asleep: bool, barge: bool, bound: Bound) -> Seen {
     explore(bound, move || {
         let before = Seen::now();
-        let g = Guarded::<Nudging<F>>::new();
+        let g = Guarded::<P>::new();
         let marks = counter();
         STEER.with(|s| s.borrow_mut().marks = Some(marks));
         g.lock.lock();
@@ -1982,6 +1987,21 @@ fn broken_nudge_keeps_the_lock() {
 #[should_panic(expected = "deadlock")]
 fn broken_nudge_releases_the_lock_without_waking_the_sleeper() {
     nudged_mark::<NUDGE_WITHOUT_WAKE>(true, false, bound(0, 0));
+}
+
+/// The barger's unlock beside a nudge that handed no SPINNING (as when
+/// another thread holds the bit): it finds the nudge pending and releases
+/// the lock again (`serve`'s give-back), the path that the handed bit
+/// spares the model above.
+#[test]
+fn a_nudged_mark_gets_the_lock_after_a_barger_when_the_nudge_hands_no_spin() {
+    let seen = nudged_mark_on::<NudgingBesideSpinner>(true, true, bound(2, 3));
+    assert!(
+        seen.of(Event::Nudged) > 0
+            && seen.of(Event::NudgePending) > 0
+            && seen.of(Event::HandedWhileAwake) > 0,
+        "{seen:?}"
+    );
 }
 
 #[test]

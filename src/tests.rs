@@ -527,7 +527,9 @@ mod cpus {
 }
 
 /// Whether the calling thread has only one CPU to run on (its affinity
-/// mask or CPU quota), saying so: then the tests that watch two threads
+/// mask or CPU quota, rounded down), saying so on the standard error
+/// stream itself, past the test harness's capture, so that a passing run
+/// shows the skip: then the tests that watch two threads
 /// run side by side (a sleeper polling its node while its waker runs, a
 /// spinner's pause while the holder runs, a holder that keeps a sleeper
 /// waiting past its deadline) cannot see what they check, and return
@@ -537,7 +539,9 @@ mod cpus {
 fn skipped_on_one_cpu(name: &str) -> bool {
     let one = !cfg!(miri) && thread::available_parallelism().is_ok_and(|n| n.get() < 2);
     if one {
-        eprintln!("{name}: skipped: needs two CPUs, and this thread has one");
+        use std::io::Write;
+        let _ =
+            writeln!(std::io::stderr(), "{name}: skipped: needs two CPUs, and this thread has one");
     }
     one
 }
@@ -643,7 +647,9 @@ const MIN_TRYING: Duration = Duration::from_secs(20);
 /// the lock hands over directly instead of letting waiters spin, and a run
 /// shows fewer spins and pop wakes: more runs make up for it, so the
 /// requirement is on work done; the time is only a floor on how long the
-/// runs may take to do it.
+/// runs may take to do it. The price: a path that has become rarer, not
+/// absent, passes if it reaches the count within that floor (for runs of
+/// milliseconds, some hundreds of runs, where the cap alone allowed 48).
 fn until(
     name: &str,
     run: impl Fn() -> Events,

@@ -27,9 +27,9 @@
 //! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
 //! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
 //! nudge      the oldest is asleep (its word says so): mark its word nudged,
-//!            CAS -LOCKED -STACK_LOCKED -STARVING -BACKLOG (+SPINNING for
-//!            it), wake it; it stays linked, and once it runs it starves
-//!            again (below)                                          (wake.rs)
+//!            CAS -LOCKED -STACK_LOCKED -STARVING (+SPINNING for it and
+//!            -BACKLOG, if nobody spins), wake it; it stays linked, and
+//!            once it runs it starves again (below)                  (wake.rs)
 //! starve     a sleeper past its deadline: CAS +STACK_LOCKED, move to the
 //!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
 //! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,
@@ -40,7 +40,8 @@
 //! `LOCKED` set and published its node, so the holder's unlock sees it; an
 //! unlock skips the wake only for a spinner, which leaves that role only by
 //! taking the lock or by pushing itself while the lock is held (a nudged
-//! spinner: while it owns the stack or the lock). The crate
+//! spinner: while it owns the stack or the lock, or it stays a spinner
+//! after a plain wake). The crate
 //! documentation has the whole argument, the wake order and the bound on
 //! waiting; the comments here point at the step each operation implements.
 //!
@@ -231,8 +232,9 @@ pub(crate) struct Node<P: Platform> {
     /// lock with SPINNING clear (`Lock::release_after_nudge`): the bit is
     /// this thread's, as after a wake, so that unlocks skip their wakes
     /// until it runs. It gives the bit up when it next owns the stack
-    /// (`Lock::starve`) or, popped before that, when its wake lands
-    /// (`Lock::after_wake`), and clears the field then.
+    /// (`Lock::starve`); popped before that (`Lock::after_wake`), it gives
+    /// it up with a hand-off's lock, or keeps it as a spinner after a plain
+    /// wake. It clears the field then.
     nudge_spin: P::Cell<bool>,
     parker: P::Parker,
 }

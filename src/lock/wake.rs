@@ -397,14 +397,17 @@ impl<P: Platform> Lock<P> {
     /// value of the word. STARVING ends: the nudged thread sets it again
     /// when it marks itself anew, and until then the lock is a plain one.
     ///
-    /// Until then, too, no wake can serve the stack: `serve` finds the
-    /// nudge pending and gives the stack back. So the release hands
-    /// SPINNING to the nudged thread (`oldest`) if nobody holds it, as a
-    /// wake hands it to the woken thread, and clears BACKLOG, so that
-    /// unlocks skip their wakes for it instead of each taking the stack to
-    /// find nothing to do: a nudged thread that waits for a CPU (one CPU,
-    /// or many more threads than CPUs) made every unlock of its wait take
-    /// the slow path (measured: docs/benchmarks.md, "One CPU").
+    /// Until then, too, a wake can serve only the nudged thread: `serve`
+    /// finds its nudge pending and gives the stack back, or, if it is not
+    /// judged starving (nudged after a mark that has left), pops it, the
+    /// oldest, with a wake that hands it SPINNING. So the release hands
+    /// SPINNING to the nudged thread (`oldest`) if nobody holds it, as that
+    /// wake would, and then clears BACKLOG too, so that unlocks skip their
+    /// wakes for it instead of each taking the stack to find nothing to
+    /// do: a nudged thread that waits for a CPU (one CPU, or many more
+    /// threads than CPUs) made every unlock of its wait take the slow path
+    /// (measured: docs/benchmarks.md, "One CPU"). Beside another spinner
+    /// BACKLOG stays as it was.
     ///
     /// # Safety
     /// We own the stack and LOCKED, and `oldest`, the nudged node, is linked.
@@ -415,8 +418,8 @@ impl<P: Platform> Lock<P> {
         loop {
             let hand = P::NUDGE_HANDS_SPIN && s.addr() & SPINNING == 0;
             let mut new = s.map_addr(|a| {
-                (a & !(LOCKED | STACK_LOCKED | STARVING | BACKLOG))
-                    | if hand { SPINNING } else { 0 }
+                let a = a & !(LOCKED | STACK_LOCKED | STARVING);
+                if hand { (a & !BACKLOG) | SPINNING } else { a }
             });
             if P::FAULT == Fault::NudgeKeepsLock {
                 new = new.map_addr(|a| a | LOCKED);
