@@ -12,8 +12,9 @@
 //!
 //! Only word-sized RMWs touch it. `LOCKED` is the mutex. `SPINNING` is one
 //! waiter's right to spin: its holder alone clears it (taking the lock,
-//! pushing itself, or, handed it by a nudge, owning the stack or the lock). `STACK_LOCKED` gives one thread the right to remove
-//! nodes; pushes never need it. `STARVING` makes unlocks hand the lock
+//! pushing itself, or, handed it by a nudge, owning the stack or the
+//! lock). `STACK_LOCKED` gives one thread the right to remove nodes;
+//! pushes never need it. `STARVING` makes unlocks hand the lock
 //! over (or nudge a sleeping recipient); `BACKLOG` makes unlocks wake even
 //! beside a spinner.
 //!
@@ -41,9 +42,9 @@
 //! unlock skips the wake only for a spinner, which leaves that role only by
 //! taking the lock or by pushing itself while the lock is held (a nudged
 //! spinner: while it owns the stack or the lock, or it stays a spinner
-//! after a plain wake). The crate
-//! documentation has the whole argument, the wake order and the bound on
-//! waiting; the comments here point at the step each operation implements.
+//! after a plain wake). The crate documentation has the whole argument,
+//! the wake order and the bound on waiting; the comments here point at the
+//! step each operation implements.
 //!
 //! The file layout: this file holds the word, the node and the fast paths;
 //! `wait.rs` the waiting of `lock`, `wake.rs` the unlock's slow path and

@@ -318,12 +318,13 @@ impl<P: Platform> Lock<P> {
     /// hands it over. Until it has marked itself anew the lock is
     /// anybody's: unlocks skip their wakes for the nudged thread, handed
     /// SPINNING (`release_after_nudge`), and one that finds the nudge
-    /// pending anyway releases the lock again (`nudge_pending`). So the lock does not wait for the wake-up a nudge
-    /// causes; a sleeper found asleep again after its nudge (its awake wait
-    /// saw the lock held throughout: critical sections longer than that
-    /// wait) is handed the lock asleep, once per `lock` call. The bound on
-    /// waiting keeps its order and, per turn of a marked sleeper ahead,
-    /// adds at most one nudged wake-up and one awake wait.
+    /// pending anyway releases the lock again (`nudge_pending`). So the
+    /// lock does not wait for the wake-up a nudge causes; a sleeper found
+    /// asleep again after its nudge (its awake wait saw the lock held
+    /// throughout: critical sections longer than that wait) is handed the
+    /// lock asleep, once per `lock` call. The bound on waiting keeps its
+    /// order and, per turn of a marked sleeper ahead, adds at most one
+    /// nudged wake-up and one awake wait.
     ///
     /// # Safety
     /// As for `hand_off`.

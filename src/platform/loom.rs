@@ -169,7 +169,7 @@ pub(crate) mod fair {
     /// nothing, as when another thread holds SPINNING
     /// ([`Platform::NUDGE_HANDS_SPIN`](super::Platform::NUDGE_HANDS_SPIN)):
     /// the case in which an unlock can pop the nudged sleeper with a plain
-    /// wake before it runs.
+    /// wake before it runs, or find its nudge pending.
     pub(crate) const SELF_JUDGED_NUDGED_BESIDE_SPINNER: u8 = 10;
 
     /// Whether sleepers judge themselves under rule `fair`.

@@ -422,9 +422,10 @@ pub(crate) trait Platform: Sized + 'static {
     /// sleeper waits, which hold where every hand-off goes through.
     const NUDGE: bool = true;
     /// Whether a nudge hands SPINNING to the nudged thread when nobody
-    /// holds it (see `Lock::release_after_nudge`). Off only in the model of
-    /// a wake that overtakes a nudge, which steers the case where another
-    /// thread holds the bit at the nudge, so that an unlock still wakes.
+    /// holds it (see `Lock::release_after_nudge`). Off only in the models
+    /// that steer the case where another thread holds the bit at the nudge:
+    /// an unlock then still wakes the nudged thread, or finds its nudge
+    /// pending.
     const NUDGE_HANDS_SPIN: bool = true;
     /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
     /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
