@@ -1992,7 +1992,7 @@ fn broken_nudge_releases_the_lock_without_waking_the_sleeper() {
 /// The barger's unlock beside a nudge that handed no SPINNING (as when
 /// another thread holds the bit): it finds the nudge pending and releases
 /// the lock again (`serve`'s give-back), the path that the handed bit
-/// spares the model above.
+/// spares `a_nudged_mark_gets_the_lock_after_a_barger`.
 #[test]
 fn a_nudged_mark_gets_the_lock_after_a_barger_when_the_nudge_hands_no_spin() {
     let seen = nudged_mark_on::<NudgingBesideSpinner>(true, true, bound(2, 3));
