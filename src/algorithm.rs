@@ -200,45 +200,42 @@
 //! unlock hands over.
 //!
 //! **Nudges: in starvation mode, no hand-off to a sleeping thread but
-//! once.** Each waiter's
-//! futex word says where it is: armed and not committed to a sleep
-//! (polling its node, or on its way to sleep), asleep (the waiter sets
-//! this itself, with a CAS, just before the OS sleep), nudged, or woken. A hand-off to a thread
-//! asleep in the OS keeps the lock held by nobody who runs for a whole
-//! wake-up, milliseconds when every CPU is busy, while more sleepers pass
-//! their threshold: starvation mode fed itself, a convoy (128 threads on 16
-//! CPUs fell to 2.5-2.9 Mops/s, against 30 at 64). So an unlock in
-//! starvation mode (or a waker's retake) that finds the oldest sleeper
-//! asleep *nudges* it instead: one CAS moves its word from asleep to
-//! nudged, and the same CAS that gives the stack back releases the lock
-//! and clears `STARVING`; then a futex wake. The node stays linked, at the
-//! bottom. Until the nudged thread has marked itself anew the lock is a
-//! plain one, and an unlock or retake that finds the nudge pending gives
-//! the stack back (and the lock, if it holds it) at once. A wake could
-//! serve only the nudged thread meanwhile (the oldest, popped with
-//! `SPINNING` if it is not judged starving), so the nudge's release hands
-//! it `SPINNING` at once if nobody holds it, as that wake would, and then
-//! clears `BACKLOG`: unlocks skip their wakes for it instead of each
+//! once.** Each waiter's futex word says where it is: armed and not
+//! committed to a sleep (polling its node, or on its way to sleep), asleep
+//! (the waiter sets this itself, with a CAS, just before the OS sleep),
+//! nudged, or woken. A hand-off to a thread asleep in the OS keeps the lock
+//! held by nobody who runs for a whole wake-up, milliseconds when every CPU
+//! is busy, while more sleepers pass their threshold: starvation mode fed
+//! itself, a convoy (128 threads on 16 CPUs fell to 2.5-2.9 Mops/s, against
+//! 30 at 64). So an unlock in starvation mode (or a waker's retake) that
+//! finds the oldest sleeper asleep *nudges* it instead: one CAS moves its
+//! word from asleep to nudged, and the same CAS that gives the stack back
+//! releases the lock and clears `STARVING`; then a futex wake. The node
+//! stays linked, at the bottom. Until the nudged thread has marked itself
+//! anew the lock is a plain one, and an unlock or retake that finds the
+//! nudge pending gives the stack back (and the lock, if it holds it) at
+//! once, whether or not starvation mode outlived the nudge: a plain wake
+//! never pops a thread that owes a new mark. A wake has nothing to do
+//! meanwhile, so the nudge's release hands the nudged thread `SPINNING` at
+//! once if nobody holds it, as a wake hands it to the thread it runs, and
+//! then clears `BACKLOG`: unlocks skip their wakes for it instead of each
 //! taking the stack to find the nudge pending (on one CPU, where the nudged
 //! thread waits for the running one's time slice, that took a quarter of
 //! the CPU at 32-64 threads). It clears the bit when it next owns the
-//! stack, to mark itself. Once it
-//! runs, the nudged thread moves its word back to running and marks itself
-//! anew: it takes `STACK_LOCKED`, sets `STARVING` and gives the stack back
-//! as a marking sleeper does, which hands the lock to the bottom sleeper
-//! (itself) if it is free; then it waits awake for its hand-off as after
-//! its first mark, and the unlock that finds it not yet asleep again
-//! hands it over. (`unlock_fair` and `bump` hand the lock to the oldest
-//! sleeper whatever its state, as before.) A plain wake may overtake a
-//! nudge, once `STARVING` is clear: the popped thread then owes no new
-//! mark, and its next push forgets the nudge (kept, it would make every
-//! stack owner wait for a mark that never comes, and skip its wakes). A
-//! sleeper is nudged once per `lock` call: found asleep again after its
-//! nudge (its awake wait saw the lock held throughout, critical sections
-//! longer than that wait), it is handed the lock asleep. So the lock waits
-//! for a sleeper's wake-up at most once per `lock` call, and only after
-//! that sleeper's awake wait saw the lock held throughout; where the convoy
-//! formed (short critical sections, every CPU busy) it waits for none.
+//! stack, to mark itself. Once it runs, the nudged thread moves its word
+//! back to running and marks itself anew: it takes `STACK_LOCKED`, sets
+//! `STARVING` and gives the stack back as a marking sleeper does, which
+//! hands the lock to the bottom sleeper (itself) if it is free; then it
+//! waits awake for its hand-off as after its first mark, and the unlock
+//! that finds it not yet asleep again hands it over. (`unlock_fair` and
+//! `bump` hand the lock to the oldest sleeper whatever its state, as
+//! before.) A sleeper is nudged once per `lock` call: found asleep again
+//! after its nudge (its awake wait saw the lock held throughout, critical
+//! sections longer than that wait), it is handed the lock asleep. So the
+//! lock waits for a sleeper's wake-up at most once per `lock` call, and
+//! only after that sleeper's awake wait saw the lock held throughout; where
+//! the convoy formed (short critical sections, every CPU busy) it waits for
+//! none.
 //!
 //! **The bound.** A sleeper that has waited 2 ms (1 ms with few sleepers)
 //! marks itself starving as soon as it runs: at its timer wake, or at its
@@ -311,8 +308,8 @@
 //!   handed the bit is a spinner like any other. A nudged thread handed
 //!   the bit (above) clears it only while it owns the stack, and then
 //!   gives the stack back deciding as an unlock would, or while it holds
-//!   the lock (a fair unlock's pop handed it over); popped by a plain wake
-//!   first, it stays a spinner like any other. (`BACKLOG` only makes
+//!   the lock (a fair unlock's pop handed it over); no plain wake pops it
+//!   before that. (`BACKLOG` only makes
 //!   unlocks skip fewer wakes; a thread woken past the spinner holds
 //!   nothing, so exactly one thread holds `SPINNING` while it is set.)
 //! * `STACK_LOCKED` was set: it has one owner (every CAS that takes the

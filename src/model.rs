@@ -2016,25 +2016,23 @@ fn broken_nudged_sleeper_keeps_the_spin_bit_its_nudge_handed_it() {
     nudged_mark::<NUDGED_KEEPS_SPIN>(true, false, bound(0, 0));
 }
 
-/// A wake that overtakes a nudge. Sleeper `n` (digit 1) sleeps on an
-/// unmarked node; a timed waiter marks itself below it and leaves at its
-/// deadline, so starvation mode outlives it with `n` the oldest sleeper.
-/// The main thread's unlock nudges `n` (asleep) and releases the lock;
-/// `n` stops (a gate) once it has taken the nudge, before it marks itself
-/// anew. The main thread takes the lock again; its unlock finds the mode
-/// ended and `n` not starving, and pops it with a plain wake (the nudge
-/// handed `n` no SPINNING, as when another thread holds the bit; one that
-/// did would make the unlock skip its wake). The main
-/// thread takes the lock a third time and opens the gate: `n` finds
-/// itself popped, takes the wake, pushes itself again, marks itself at its
-/// (now allowed) starvation deadline and sleeps, marked. The third unlock
-/// must serve it: had its node kept the nudge across the pop, it would
-/// look nudged and on its way to the stack, and the unlock would release
+/// A nudge pending past starvation mode. Sleeper `n` (digit 1) sleeps on
+/// an unmarked node; a timed waiter marks itself below it and leaves at
+/// its deadline, so starvation mode outlives it with `n` the oldest
+/// sleeper. The main thread's unlock nudges `n` (asleep) and releases the
+/// lock; `n` stops (a gate) once it has taken the nudge, before it marks
+/// itself anew. The main thread takes the lock again; its unlock finds the
+/// mode ended and `n`'s nudge pending (the nudge handed `n` no SPINNING,
+/// as when another thread holds the bit; one that did would make the
+/// unlock skip its wake), and must leave the wake to `n`, giving the stack
+/// back. The main thread takes the lock a third time and opens the gate:
+/// `n` marks itself anew and waits for its hand-off, which the third
+/// unlock makes. A plain wake at the second unlock would pop `n` with its
+/// node still looking nudged: once pushed again and marked, it would look
+/// on its way to the stack for good, and the third unlock would release
 /// the lock without a wake.
-fn wake_overtakes_a_nudge<const F: u8>(bound: Bound) -> Seen {
-    OVERTAKEN.set(false);
+fn nudge_pending_past_starvation_mode<const F: u8>(bound: Bound) -> Seen {
     explore(bound, move || {
-        let before = Seen::now();
         let g = Guarded::<NudgingBesideSpinner<F>>::new();
         let (left, rejoined, done) = (Gate::new(), Gate::new(), flag());
         g.lock.lock();
@@ -2064,7 +2062,8 @@ fn wake_overtakes_a_nudge<const F: u8>(bound: Bound) -> Seen {
         // SAFETY: locked just above.
         unsafe { g.lock.unlock() };
         g.lock.lock();
-        // `n`'s next sleep may reach its starvation deadline.
+        // With the fault, `n` was popped and sleeps again: its next sleep
+        // may reach its starvation deadline and mark it.
         allow_a_timeout_of(n.thread().id());
         rejoined.open();
         // Until `n` sleeps again (or is done).
@@ -2077,31 +2076,25 @@ fn wake_overtakes_a_nudge<const F: u8>(bound: Bound) -> Seen {
         t.join().unwrap();
         assert_eq!(g.value(), 1, "the sleeper never held the lock");
         assert_eq!(g.word(), 0, "the word keeps a trace of a nudged sleeper");
-        if Seen::now().since(&before).of(Event::NudgeOvertaken) > 0 {
-            OVERTAKEN.set(true);
-        }
     })
 }
 
-thread_local! {
-    /// Some execution of `wake_overtakes_a_nudge` popped the nudged sleeper
-    /// with a plain wake and saw it push itself again, marked starving.
-    static OVERTAKEN: Cell<bool> = const { Cell::new(false) };
-}
-
 #[test]
-fn a_wake_that_overtakes_a_nudge_leaves_no_pending_nudge() {
-    let seen = wake_overtakes_a_nudge::<NO_FAULT>(bound(1, 3));
+fn a_nudge_pending_past_starvation_mode_is_not_overtaken() {
+    let seen = nudge_pending_past_starvation_mode::<NO_FAULT>(bound(1, 3));
     assert!(
-        OVERTAKEN.get() && seen.of(Event::LeftStarving) > 0 && seen.of(Event::Starved) > 1,
+        seen.of(Event::NudgePending) > 0
+            && seen.of(Event::LeftStarving) > 0
+            && seen.of(Event::Starved) > 1
+            && seen.of(Event::HandedLock) > 0,
         "{seen:?}"
     );
 }
 
 #[test]
 #[should_panic(expected = "deadlock")]
-fn broken_push_keeps_a_pending_nudge() {
-    wake_overtakes_a_nudge::<PUSH_KEEPS_PENDING_NUDGE>(bound(0, 0));
+fn broken_wake_overtakes_a_pending_nudge() {
+    nudge_pending_past_starvation_mode::<SERVE_WAKES_PENDING_NUDGE>(bound(0, 0));
 }
 
 #[test]

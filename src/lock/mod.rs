@@ -41,8 +41,8 @@
 //! `LOCKED` set and published its node, so the holder's unlock sees it; an
 //! unlock skips the wake only for a spinner, which leaves that role only by
 //! taking the lock or by pushing itself while the lock is held (a nudged
-//! spinner: while it owns the stack or the lock, or it stays a spinner
-//! after a plain wake). The crate documentation has the whole argument,
+//! spinner: while it owns the stack or the lock). The crate
+//! documentation has the whole argument,
 //! the wake order and the bound on waiting; the comments here point at the
 //! step each operation implements.
 //!
@@ -222,8 +222,7 @@ pub(crate) struct Node<P: Platform> {
     woken_at: P::Cell<u64>,
     /// Set by a stack owner that nudged this sleeper (see
     /// `Lock::hand_off_or_nudge`): in this `lock` call it is not nudged
-    /// again, unless a wake pops it before it marks itself anew (then its
-    /// next push clears it).
+    /// again.
     nudged: P::Cell<bool>,
     /// Set by the thread itself, owning the stack, when it marked itself
     /// anew after its nudge (`Lock::starve`). Until then a nudged sleeper
@@ -233,9 +232,8 @@ pub(crate) struct Node<P: Platform> {
     /// lock with SPINNING clear (`Lock::release_after_nudge`): the bit is
     /// this thread's, as after a wake, so that unlocks skip their wakes
     /// until it runs. It gives the bit up when it next owns the stack
-    /// (`Lock::starve`); popped before that (`Lock::after_wake`), it gives
-    /// it up with a hand-off's lock, or keeps it as a spinner after a plain
-    /// wake. It clears the field then.
+    /// (`Lock::starve`), or, popped before that by a fair unlock's hand-off
+    /// (`Lock::after_wake`), with the lock; it clears the field then.
     nudge_spin: P::Cell<bool>,
     parker: P::Parker,
 }

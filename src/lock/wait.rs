@@ -250,18 +250,6 @@ impl<P: Platform> Lock<P> {
             if P::FAULT != Fault::PushKeepsRequeued {
                 node.requeued.set(false);
             }
-            if !node.renewed.get() && P::FAULT != Fault::PushKeepsPendingNudge {
-                // A nudge that a wake overtook: a stack owner popped us
-                // before we marked ourselves anew. Kept, it would make
-                // stack owners take us for nudged and on our way to serve
-                // the lock (`nudge_pending`), and skip every wake while we
-                // sleep: the wake ran us instead, and the lock may nudge
-                // us again.
-                if node.nudged.get() {
-                    P::record(Event::NudgeOvertaken);
-                    node.nudged.set(false);
-                }
-            }
             if !w.slept && s.addr() & BACKLOG != 0 {
                 // Our first push finds sleepers backed up: the clock
                 // starts now (see `start_clock`).
@@ -371,18 +359,15 @@ impl<P: Platform> Lock<P> {
             }
             return Step::Done(true);
         }
+        // SAFETY: as for `handed_lock` above; popped, nobody else writes it.
+        if P::CHECKS && unsafe { node.nudge_spin.get() } {
+            // Only a hand-off pops a thread whose nudge is pending (`serve`
+            // leaves it to its thread): a plain wake here would have left
+            // us SPINNING to carry without knowing it.
+            P::broken("a plain wake popped a spinbit sleeper whose nudge was pending");
+        }
         w.from_tail = next.is_null();
         w.spinner = handed_spin && P::FAULT != Fault::IgnoreHandedSpin;
-        // A nudge handed us SPINNING and a stack owner popped us before we
-        // marked ourselves anew: the bit is still ours (the pop's wake
-        // found it set, so it handed us nothing more), and we keep it as
-        // if the wake had handed it.
-        // SAFETY: as for `handed_lock` above; popped, nobody else writes it.
-        if unsafe { node.nudge_spin.get() } {
-            // SAFETY: as above.
-            unsafe { node.nudge_spin.set(false) };
-            w.spinner = true;
-        }
         // Woken past the spinner (sleepers were backed up),
         // handed neither the lock nor SPINNING: we may yield
         // again before we sleep, as on arrival. The wake

@@ -153,7 +153,7 @@ impl<P: Platform> Lock<P> {
     }
 
     /// Serves the oldest sleeper: wakes it, or, if it is starving, hands it
-    /// the lock.
+    /// the lock; if its nudge is pending, leaves that to its own thread.
     ///
     /// A starving sleeper is handed the lock: we take LOCKED back while it is
     /// free and hand it over; if somebody took it first, we give the stack
@@ -166,6 +166,21 @@ impl<P: Platform> Lock<P> {
     /// We own the stack, `s` (with STACK_LOCKED) is a recent value of the
     /// word, the stack is not empty, and we do not hold LOCKED.
     pub(super) unsafe fn serve(&self, mut s: *mut Node<P>) {
+        // SAFETY: we own the stack and it is not empty; the tail is linked.
+        let pending = P::NUDGE && unsafe { nudge_pending(find_tail(head(s))) };
+        if pending && P::FAULT != Fault::ServeWakesPendingNudge {
+            // The oldest sleeper was nudged and has not marked itself anew
+            // yet: it does once it runs, taking the stack and serving as we
+            // would, so the wake left to us is its (`hand_off_or_nudge`).
+            // Taking the lock back only to release it again would cost
+            // every unlock until then two more CASes. A plain wake, even
+            // with starvation mode ended since the nudge, would pop a
+            // thread that owes that mark: its node would go on looking
+            // nudged, and stack owners would wait for a mark that never
+            // comes (`model::a_nudge_pending_past_starvation_mode_is_not_overtaken`).
+            P::record(Event::NudgePending);
+            return self.give_back(s);
+        }
         // SAFETY: we own the stack and it is not empty.
         if s.addr() & STARVING == 0 && !unsafe { starves(oldest(head(s), Fault::ServeJudgesTop)) } {
             // We have committed to waking one waiter. Its wake is what keeps
@@ -175,20 +190,16 @@ impl<P: Platform> Lock<P> {
             // SAFETY: as for this function.
             let woken = unsafe { self.pop(s, false) };
             // SAFETY: `woken` is unlinked, and its thread reads what the
-            // wake wrote only after its parker sees this call's store (one whose
-            // deadline fired, or that a nudge woke, may be running, but
-            // finds its node unlinked and waits for this wake,
-            // `await_popped_wake`); we touch it no more.
+            // wake wrote only after its parker sees this call's store (one
+            // whose deadline fired may be running, but finds its node
+            // unlinked and waits for this wake, `await_popped_wake`); we
+            // touch it no more.
             unsafe { P::Parker::unpark(&raw const (*woken).parker) };
             return;
         }
-        // SAFETY: we own the stack and it is not empty.
-        if P::NUDGE && unsafe { nudge_pending(find_tail(head(s))) } {
-            // The oldest sleeper was nudged and has not marked itself anew
-            // yet: it does once it runs, taking the stack and serving as we
-            // would, so the wake left to us is its (`hand_off_or_nudge`).
-            // Taking the lock back only to release it again would cost
-            // every unlock until then two more CASes.
+        if pending {
+            // Only with the fault, which sees the nudge pending only in
+            // starvation mode.
             P::record(Event::NudgePending);
             return self.give_back(s);
         }
@@ -398,17 +409,16 @@ impl<P: Platform> Lock<P> {
     /// value of the word. STARVING ends: the nudged thread sets it again
     /// when it marks itself anew, and until then the lock is a plain one.
     ///
-    /// Until then, too, a wake can serve only the nudged thread: `serve`
-    /// finds its nudge pending and gives the stack back, or, if it is not
-    /// judged starving (nudged after a mark that has left), pops it, the
-    /// oldest, with a wake that hands it SPINNING. So the release hands
-    /// SPINNING to the nudged thread (`oldest`) if nobody holds it, as that
-    /// wake would, and then clears BACKLOG too, so that unlocks skip their
-    /// wakes for it instead of each taking the stack to find nothing to
-    /// do: a nudged thread that waits for a CPU (one CPU, or many more
-    /// threads than CPUs) made every unlock of its wait take the slow path
-    /// (measured: docs/benchmarks.md, "One CPU"). Beside another spinner
-    /// BACKLOG stays as it was.
+    /// Until then, too, a wake has nothing to do: `serve` finds the nudge
+    /// pending and gives the stack back (a sleeper that marks itself below
+    /// the nudged one sets STARVING, and starving unlocks serve it). So
+    /// the release hands SPINNING to the nudged thread (`oldest`) if nobody
+    /// holds it, as a wake hands it to the thread it runs, and then clears
+    /// BACKLOG too, so that unlocks skip their wakes for it instead of
+    /// each taking the stack to find nothing to do: a nudged thread that
+    /// waits for a CPU (one CPU, or many more threads than CPUs) made every
+    /// unlock of its wait take the slow path (measured: docs/benchmarks.md,
+    /// "One CPU"). Beside another spinner BACKLOG stays as it was.
     ///
     /// # Safety
     /// We own the stack and LOCKED, and `oldest`, the nudged node, is linked.

@@ -111,7 +111,7 @@ fault_names! {
     NUDGED_KEEPS_SPIN: NudgedKeepsSpin,
     NUDGES_AGAIN: NudgesAgain,
     NUDGED_MARKS_WITHOUT_RENEWAL: NudgedMarksWithoutRenewal,
-    PUSH_KEEPS_PENDING_NUDGE: PushKeepsPendingNudge,
+    SERVE_WAKES_PENDING_NUDGE: ServeWakesPendingNudge,
     COND_UNLOCKS_BEFORE_LISTING: CondUnlocksBeforeListing,
     REQUEUE_LOSES_NEWEST: RequeueLosesNewest,
     TIMEOUT_AFTER_NOTIFICATION: TimeoutAfterNotification,

@@ -206,10 +206,10 @@ pub(crate) enum Fault {
     /// A nudged sleeper marks itself anew without recording it
     /// (`Node::renewed`), so stack owners keep taking its nudge for pending.
     NudgedMarksWithoutRenewal,
-    /// A nudged sleeper that a plain wake popped before it marked itself
-    /// anew pushes itself again with its nudge still pending, so stack
-    /// owners skip their wakes for it.
-    PushKeepsPendingNudge,
+    /// `serve` sees a pending nudge only in starvation mode: once the mode
+    /// has ended, its plain wake pops the nudged sleeper, whose node goes
+    /// on looking nudged, so stack owners skip their wakes for it.
+    ServeWakesPendingNudge,
     /// A condition variable's wait unlocks the mutex before it puts itself
     /// on the list: a notification in between misses it.
     CondUnlocksBeforeListing,
@@ -732,9 +732,6 @@ pub(crate) enum Event {
     /// A nudged sleeper ran and found itself popped before it could mark
     /// itself anew (it takes the wake on its way).
     PoppedAfterNudge,
-    /// A nudged sleeper, popped by a plain wake before it marked itself
-    /// anew, pushed itself again: its nudge no longer counts.
-    NudgeOvertaken,
     /// A condition variable moved parked waiters onto the stack
     /// (`Lock::push_chain`).
     Requeued,
