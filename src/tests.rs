@@ -2168,10 +2168,12 @@ fn no_spin_ablation_never_spins() {
 
 /// The unlock's guess (`Platform::release_guess`) follows what its
 /// thread's unlocks find: nothing before the first, the clean word after an
-/// uncontended unlock (the next one then guesses right), the spinner's bit
-/// after an unlock beside a spinner (the guess of a clean word missed),
-/// nothing after an unlock that found a sleeper, and what it was after an
-/// `unlock_fair` that handed the lock to a sleeper.
+/// uncontended unlock (the next one then guesses right), a pause after an
+/// unlock beside a spinner (the guess of a clean word missed), which the
+/// next `arch::GUESS_PAUSE` releases count down without guessing, the last
+/// of them leaving the word it found; nothing after an unlock that found
+/// a sleeper, and what it was after an `unlock_fair` that handed the lock
+/// to a sleeper.
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     /// Takes `g`'s lock, waits until another thread sleeps on it, then
@@ -2210,6 +2212,17 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         let spinner = (Native::release_guess(), g.word());
         let missed_spinner = my_events().since(&before).get(Event::GuessMissed);
         g.lock.state.fetch_and(!SPINNING, Relaxed);
+        let before = my_events();
+        for _ in 1..crate::arch::GUESS_PAUSE {
+            g.increment();
+        }
+        let last_paused = Native::release_guess();
+        g.increment();
+        let paused = (
+            last_paused,
+            Native::release_guess(),
+            my_events().since(&before).get(Event::GuessMissed),
+        );
         release_to_a_sleeper(&g, false);
         let after_wake = Native::release_guess();
         // A fair unlock that hands the lock to a sleeper leaves the guess
@@ -2218,16 +2231,26 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
         let before = my_events();
         release_to_a_sleeper(&g, true);
         let handed = (my_events().since(&before).get(Event::HandOff), Native::release_guess());
-        (first, clean, missed_clean, spinner, missed_spinner, (after_wake, handed))
+        (first, clean, missed_clean, spinner, missed_spinner, (paused, after_wake, handed))
     })
     .join()
     .unwrap();
     assert_eq!(first, 0, "a thread's first unlock guessed");
     assert_eq!(clean, LOCKED, "an uncontended unlock left no guess of the clean word");
     assert_eq!(missed_clean, 0, "the guess of the clean word missed on the clean word");
-    assert_eq!(spinner, (LOCKED | SPINNING, SPINNING), "(the guess, the word) after the spinner");
+    let pause = crate::arch::GUESS_PAUSE * (FLAGS + 1);
+    assert_eq!(
+        spinner,
+        (pause, SPINNING),
+        "(the guess, the word) after the miss beside the spinner"
+    );
     assert_eq!(missed_spinner, 1, "the guess of the clean word beside a spinner");
-    let (after_wake, handed) = after;
+    let (paused, after_wake, handed) = after;
+    assert_eq!(
+        paused,
+        (FLAGS + 1, LOCKED, 0),
+        "(the guess before the pause's last release, after it, misses during it)"
+    );
     assert_eq!(after_wake, 0, "an unlock that woke a sleeper left a guess");
     assert_eq!(handed, (1, LOCKED), "(hand-offs, the guess) after a fair unlock's hand-off");
 }

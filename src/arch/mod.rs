@@ -27,7 +27,7 @@ mod portable;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) use portable::{spin_hint, ticks, ticks_per_us};
 
-// The timing constants: eleven chosen values, then four timings derived
+// The policy's constants: twelve chosen values, then four timings derived
 // from the value that sets their scale. Why each value is what it is:
 // docs/benchmarks.md, "The constants".
 
@@ -78,6 +78,12 @@ pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 /// list) yields before it sleeps instead (1 µs doubling to 1 ms), so that
 /// an owner preempted by a real-time thread runs.
 pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
+
+/// After a thread's unlock guessed the lock word wrong, its next this many
+/// plain releases load the word instead of guessing. A miss beside a
+/// polling waiter costs a cache-line round trip (tens of ns), a hit saves
+/// one load from the thread's own cache (about 1 ns).
+pub(crate) const GUESS_PAUSE: usize = 8;
 
 /// A thread that took the lock by spinning less than its ping-pong window
 /// ago and finds it held again pauses; this is the first and narrowest.

@@ -98,6 +98,10 @@ pub(crate) const BACKLOG: usize = 16;
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
+/// One release of a paused guess ([`Platform::release_guess`]): above
+/// every flag, so a pause never holds LOCKED and is never guessed.
+const GUESS_PAUSE_UNIT: usize = FLAGS + 1;
+
 const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
 
 /// Aborts the process if dropped: armed around a call that must not unwind,
@@ -462,7 +466,8 @@ impl<P: Platform> Lock<P> {
         // guess holds LOCKED and no head, so a CAS that succeeds replaced
         // a word with no wake to do, as a load would have shown.
         let guess = P::release_guess();
-        let s = if guess != 0 {
+        let mut missed = false;
+        let s = if guess & LOCKED != 0 {
             let g: *mut Node<P> = ptr::without_provenance_mut(guess);
             // Release: publishes the critical section to the next acquirer.
             match self.state.compare_exchange(g, g.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
@@ -471,6 +476,7 @@ impl<P: Platform> Lock<P> {
                 // Relaxed: as the load below.
                 Err(now) => {
                     P::record(Event::GuessMissed);
+                    missed = true;
                     now
                 }
             }
@@ -491,10 +497,20 @@ impl<P: Platform> Lock<P> {
             {
                 Ok(_) => {
                     // Guess next time what this release found, if it found
-                    // no sleepers.
-                    let found = if head(s).is_null() { s.addr() } else { 0 };
-                    if found != guess {
-                        P::set_release_guess(found);
+                    // no sleepers; after a miss, pause instead (a count of
+                    // releases that load the word, in units that keep
+                    // LOCKED clear: see `Platform::release_guess`).
+                    let next = if missed {
+                        crate::arch::GUESS_PAUSE * GUESS_PAUSE_UNIT
+                    } else if guess > GUESS_PAUSE_UNIT {
+                        guess - GUESS_PAUSE_UNIT
+                    } else if head(s).is_null() {
+                        s.addr()
+                    } else {
+                        0
+                    };
+                    if next != guess {
+                        P::set_release_guess(next);
                     }
                     return record_skipped_wake(s);
                 }

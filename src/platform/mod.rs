@@ -455,8 +455,13 @@ pub(crate) trait Platform: Sized + 'static {
     /// sleepers or went to its slow path (an `unlock_fair` that hands the
     /// lock over leaves it as it was). `Lock::unlock` releases with a CAS
     /// from it, without loading the word first; a wrong guess goes on from
-    /// the word its CAS returns, as from a load. Per thread, not per lock.
-    /// A hint only: any value with LOCKED and no head is correct.
+    /// the word its CAS returns, as from a load, and leaves instead a
+    /// pause: a multiple of a unit above every flag (LOCKED clear, so never
+    /// guessed), which each plain release that loads the word counts down
+    /// (`arch::GUESS_PAUSE` releases). Per thread, not per lock: a thread
+    /// that alternates between locks in different states would otherwise
+    /// miss again and again. A hint only: any value with LOCKED and no
+    /// head is correct.
     fn release_guess() -> usize;
     /// Sets [`Platform::release_guess`].
     fn set_release_guess(word: usize);
