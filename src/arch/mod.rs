@@ -79,10 +79,9 @@ pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 /// an owner preempted by a real-time thread runs.
 pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
 
-/// After a thread's unlock guessed the lock word wrong, its next this many
-/// plain releases load the word instead of guessing. A miss beside a
-/// polling waiter costs a cache-line round trip (tens of ns), a hit saves
-/// one load from the thread's own cache (about 1 ns).
+/// After an unlock's guess of the word missed, its thread's next this many
+/// plain releases load the word first: a miss costs a cache-line round
+/// trip with the waiter polling the line, a hit saves one cached load.
 pub(crate) const GUESS_PAUSE: usize = 8;
 
 /// A thread that took the lock by spinning less than its ping-pong window
