@@ -214,7 +214,7 @@
 //! stays linked, at the bottom. Until the nudged thread has marked itself
 //! anew the lock is a plain one, and an unlock or retake that finds the
 //! nudge pending gives the stack back (and the lock, if it holds it) at
-//! once, whether or not starvation mode outlived the nudge: a plain wake
+//! once, whether or not the word is in starvation mode: a plain wake
 //! never pops a thread that owes a new mark. A wake has nothing to do
 //! meanwhile, so the nudge's release hands the nudged thread `SPINNING` at
 //! once if nobody holds it, as a wake hands it to the thread it runs, and
@@ -323,7 +323,10 @@
 //!   hands the lock to one (whose unlock looks at the stack), or, if the lock
 //!   was re-taken, sets `STARVING` in the same CAS that gives the stack back,
 //!   so that the holder's unlock hands over; if that holder unlocked in the
-//!   meantime the CAS fails and the owner takes the lock back itself. A
+//!   meantime the CAS fails and the owner takes the lock back itself; or,
+//!   if the oldest sleeper's nudge is pending, it gives the stack back as
+//!   it was: that thread, already woken, takes the stack to mark itself
+//!   and then decides as this unlock would have (above). A
 //!   holder that owns the stack to judge the oldest sleeper has not unlocked,
 //!   so no unlock skipped anything for it.
 //!

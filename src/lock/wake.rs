@@ -199,7 +199,7 @@ impl<P: Platform> Lock<P> {
         }
         if pending {
             // Only with the fault, which sees the nudge pending only in
-            // starvation mode.
+            // starvation mode or with the oldest sleeper judged starving.
             P::record(Event::NudgePending);
             return self.give_back(s);
         }

@@ -168,8 +168,8 @@ pub(crate) mod fair {
     /// As [`SELF_JUDGED_NUDGED`], but a nudge hands the nudged thread
     /// nothing, as when another thread holds SPINNING
     /// ([`Platform::NUDGE_HANDS_SPIN`](super::Platform::NUDGE_HANDS_SPIN)):
-    /// the case in which an unlock can pop the nudged sleeper with a plain
-    /// wake before it runs, or find its nudge pending.
+    /// the case in which unlocks do not skip their wakes while the nudge
+    /// is pending, and take the stack to find it pending.
     pub(crate) const SELF_JUDGED_NUDGED_BESIDE_SPINNER: u8 = 10;
 
     /// Whether sleepers judge themselves under rule `fair`.

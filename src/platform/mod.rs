@@ -206,9 +206,10 @@ pub(crate) enum Fault {
     /// A nudged sleeper marks itself anew without recording it
     /// (`Node::renewed`), so stack owners keep taking its nudge for pending.
     NudgedMarksWithoutRenewal,
-    /// `serve` sees a pending nudge only in starvation mode: once the mode
-    /// has ended, its plain wake pops the nudged sleeper, whose node goes
-    /// on looking nudged, so stack owners skip their wakes for it.
+    /// `serve` sees a pending nudge only in starvation mode or when it
+    /// judges the oldest sleeper starving: otherwise its plain wake pops
+    /// the nudged sleeper, whose node goes on looking nudged, so stack
+    /// owners skip their wakes for it.
     ServeWakesPendingNudge,
     /// A condition variable's wait unlocks the mutex before it puts itself
     /// on the list: a notification in between misses it.
@@ -424,8 +425,8 @@ pub(crate) trait Platform: Sized + 'static {
     /// Whether a nudge hands SPINNING to the nudged thread when nobody
     /// holds it (see `Lock::release_after_nudge`). Off only in the models
     /// that steer the case where another thread holds the bit at the nudge:
-    /// an unlock then still wakes the nudged thread, or finds its nudge
-    /// pending.
+    /// an unlock then takes the stack, finds the nudge pending and gives
+    /// the stack back.
     const NUDGE_HANDS_SPIN: bool = true;
     /// A broken internal invariant, found by a check of [`Platform::CHECKS`]
     /// builds: prints `what` and aborts (with [`Platform::ABORT_ON_UNWIND`];
@@ -735,7 +736,7 @@ pub(crate) enum Event {
     /// A nudged sleeper ran and marked itself anew.
     Rejoined,
     /// A nudged sleeper ran and found itself popped before it could mark
-    /// itself anew (it takes the wake on its way).
+    /// itself anew: a fair unlock's hand-off (it takes the lock).
     PoppedAfterNudge,
     /// A condition variable moved parked waiters onto the stack
     /// (`Lock::push_chain`).
