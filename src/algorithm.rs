@@ -70,7 +70,9 @@
 //! so an uncontended unlock waits for no load first; an `unlock_fair`
 //! that hands the lock over leaves it as it was), else the word loaded. A
 //! wrong guess costs one failed CAS, and the unlock decides from the
-//! value it returned, as from a load; if the CAS from a loaded or
+//! value it returned, as from a load; the thread's next 8 releases then
+//! load the word first (a miss beside a polling waiter is a cache-line
+//! round trip, a hit saves one load). If the CAS from a loaded or
 //! returned value fails, the word changed, and the unlock decides again
 //! out of line. The guess is a hint: a CAS that succeeds from it replaced
 //! a word with no wake to do, as a load would have shown. If the word

@@ -138,10 +138,12 @@ pub struct Stats {
     pub wakes_skipped: u64,
     /// Unlocks whose guess of the word missed: the thread's latest unlock
     /// that needed no slow path (of any lock) found a word without
-    /// sleepers, so this unlock released with a CAS from that word's flags,
-    /// without a load first, and the CAS failed: the word differed (a
-    /// flag come or gone, sleepers, another lock's state); the unlock went
-    /// on from the word the CAS returned. Each cost one failed CAS.
+    /// sleepers, and no miss since paused its guessing, so this unlock
+    /// released with a CAS from that word's flags, without a load first,
+    /// and the CAS failed: the word differed (a flag come or gone,
+    /// sleepers, another lock's state); the unlock went on from the word
+    /// the CAS returned, and the thread's next 8 releases load the word
+    /// first. Each cost one failed CAS.
     pub guesses_missed: u64,
     /// Sleeps whose wake came while the waiter still polled its own node,
     /// before it slept in the OS (a waiter polls for as long as its

@@ -2167,13 +2167,14 @@ fn no_spin_ablation_never_spins() {
 }
 
 /// The unlock's guess (`Platform::release_guess`) follows what its
-/// thread's unlocks find: nothing before the first, the clean word after an
+/// thread's unlocks find: nothing before the first, nothing after an
+/// unlock that found a sleeper without a guess, the clean word after an
 /// uncontended unlock (the next one then guesses right), a pause after an
 /// unlock beside a spinner (the guess of a clean word missed), which the
 /// next `arch::GUESS_PAUSE` releases count down without guessing, the last
-/// of them leaving the word it found; nothing after an unlock that found
-/// a sleeper, and what it was after an `unlock_fair` that handed the lock
-/// to a sleeper.
+/// of them leaving the word it found; a pause too after a guess that
+/// missed on a word with a sleeper (the unlock's slow path), and what it
+/// was after an `unlock_fair` that handed the lock to a sleeper.
 #[test]
 fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     /// Takes `g`'s lock, waits until another thread sleeps on it, then
@@ -2195,50 +2196,64 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
             }
         });
     }
+    let unit = FLAGS + 1;
+    let pause = crate::arch::GUESS_PAUSE * unit;
     // A thread of its own: the guess is per thread, and starts at 0.
-    let (first, clean, missed_clean, spinner, missed_spinner, after) = thread::spawn(|| {
-        let g = Guarded::<Native>::new();
-        let first = Native::release_guess();
-        g.increment();
-        let clean = Native::release_guess();
-        let before = my_events();
-        g.increment();
-        let missed_clean = my_events().since(&before).get(Event::GuessMissed);
-        // The bit as a spinning waiter would hold it.
-        g.lock.lock();
-        g.lock.state.fetch_or(SPINNING, Relaxed);
-        // SAFETY: locked above.
-        unsafe { g.lock.unlock() };
-        let spinner = (Native::release_guess(), g.word());
-        let missed_spinner = my_events().since(&before).get(Event::GuessMissed);
-        g.lock.state.fetch_and(!SPINNING, Relaxed);
-        let before = my_events();
-        for _ in 1..crate::arch::GUESS_PAUSE {
+    let (first, woke_unguessed, clean, missed_clean, spinner, missed_spinner, after) =
+        thread::spawn(move || {
+            let g = Guarded::<Native>::new();
+            let first = Native::release_guess();
+            release_to_a_sleeper(&g, false);
+            let woke_unguessed = Native::release_guess();
             g.increment();
-        }
-        let last_paused = Native::release_guess();
-        g.increment();
-        let paused = (
-            last_paused,
-            Native::release_guess(),
-            my_events().since(&before).get(Event::GuessMissed),
-        );
-        release_to_a_sleeper(&g, false);
-        let after_wake = Native::release_guess();
-        // A fair unlock that hands the lock to a sleeper leaves the guess
-        // that the latest plain release (of the clean word) left.
-        g.increment();
-        let before = my_events();
-        release_to_a_sleeper(&g, true);
-        let handed = (my_events().since(&before).get(Event::HandOff), Native::release_guess());
-        (first, clean, missed_clean, spinner, missed_spinner, (paused, after_wake, handed))
-    })
-    .join()
-    .unwrap();
+            let clean = Native::release_guess();
+            let before = my_events();
+            g.increment();
+            let missed_clean = my_events().since(&before).get(Event::GuessMissed);
+            // The bit as a spinning waiter would hold it.
+            g.lock.lock();
+            g.lock.state.fetch_or(SPINNING, Relaxed);
+            // SAFETY: locked above.
+            unsafe { g.lock.unlock() };
+            let spinner = (Native::release_guess(), g.word());
+            let missed_spinner = my_events().since(&before).get(Event::GuessMissed);
+            g.lock.state.fetch_and(!SPINNING, Relaxed);
+            let before = my_events();
+            for _ in 1..crate::arch::GUESS_PAUSE {
+                g.increment();
+            }
+            let last_paused = Native::release_guess();
+            g.increment();
+            let paused = (
+                last_paused,
+                Native::release_guess(),
+                my_events().since(&before).get(Event::GuessMissed),
+            );
+            // The clean word's guess misses on the word with a sleeper.
+            release_to_a_sleeper(&g, false);
+            let after_wake = Native::release_guess();
+            // A fair unlock that hands the lock to a sleeper leaves the guess
+            // that the latest plain release (one of the pause) left.
+            g.increment();
+            let before = my_events();
+            release_to_a_sleeper(&g, true);
+            let handed = (my_events().since(&before).get(Event::HandOff), Native::release_guess());
+            (
+                first,
+                woke_unguessed,
+                clean,
+                missed_clean,
+                spinner,
+                missed_spinner,
+                (paused, after_wake, handed),
+            )
+        })
+        .join()
+        .unwrap();
     assert_eq!(first, 0, "a thread's first unlock guessed");
+    assert_eq!(woke_unguessed, 0, "an unguessed unlock that woke a sleeper left a guess");
     assert_eq!(clean, LOCKED, "an uncontended unlock left no guess of the clean word");
     assert_eq!(missed_clean, 0, "the guess of the clean word missed on the clean word");
-    let pause = crate::arch::GUESS_PAUSE * (FLAGS + 1);
     assert_eq!(
         spinner,
         (pause, SPINNING),
@@ -2248,11 +2263,11 @@ fn an_unlock_guesses_the_word_its_threads_latest_unlock_found() {
     let (paused, after_wake, handed) = after;
     assert_eq!(
         paused,
-        (FLAGS + 1, LOCKED, 0),
+        (unit, LOCKED, 0),
         "(the guess before the pause's last release, after it, misses during it)"
     );
-    assert_eq!(after_wake, 0, "an unlock that woke a sleeper left a guess");
-    assert_eq!(handed, (1, LOCKED), "(hand-offs, the guess) after a fair unlock's hand-off");
+    assert_eq!(after_wake, pause, "a guess that missed on a word with a sleeper left no pause");
+    assert_eq!(handed, (1, pause - unit), "(hand-offs, the guess) after a fair unlock's hand-off");
 }
 
 #[test]

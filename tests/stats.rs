@@ -294,7 +294,9 @@ fn clean_then_release_to_a_sleeper(m: &Mutex<u64>, settle: Duration) -> Stats {
 fn a_missed_unlock_guess_is_counted() {
     let _serial = serial();
     let m = Mutex::new(0u64);
-    // Whatever this thread's unlocks left, its next guesses the clean word.
+    // Whatever this thread's unlocks left, a miss of its next comes before
+    // the reset, and the clean releases below end with the clean word as
+    // the guess (a pause after a miss lasts 8 releases).
     *m.lock() += 1;
     stats::reset();
     let clean = clean_then_release_to_a_sleeper(&m, Duration::ZERO);

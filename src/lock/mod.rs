@@ -98,11 +98,28 @@ pub(crate) const BACKLOG: usize = 16;
 /// The ordering of the unlock's release of LOCKED: Release, except in the
 /// ThreadSanitizer run's negative control (`--cfg spinbit_tsan_negative_control`),
 /// a deliberately broken build that the sanitizer must report.
+const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
+
 /// One release of a paused guess ([`Platform::release_guess`]): above
 /// every flag, so a pause never holds LOCKED and is never guessed.
 const GUESS_PAUSE_UNIT: usize = FLAGS + 1;
 
-const UNLOCK_ORDER: Ordering = if cfg!(spinbit_tsan_negative_control) { Relaxed } else { Release };
+/// The guess an unlock leaves ([`Platform::release_guess`]) after it
+/// guessed `guess` (wrongly if `missed`) and released from `found`, or
+/// went to its slow path (`found` 0): a pause after a miss, the pause
+/// counted down, or else the word found if it had no sleepers.
+#[inline(always)]
+fn next_guess<P: Platform>(guess: usize, missed: bool, found: *mut Node<P>) -> usize {
+    if missed {
+        crate::arch::GUESS_PAUSE * GUESS_PAUSE_UNIT
+    } else if guess > GUESS_PAUSE_UNIT {
+        guess - GUESS_PAUSE_UNIT
+    } else if head(found).is_null() {
+        found.addr()
+    } else {
+        0
+    }
+}
 
 /// Aborts the process if dropped: armed around a call that must not unwind,
 /// and forgotten after it.
@@ -438,8 +455,9 @@ impl<P: Platform> Lock<P> {
 
     /// Releases the lock. The release is a CAS from the value the unlock
     /// guessed (the word its thread's latest release found, if that had
-    /// no sleepers) or, without a guess, loaded, or after a wrong guess
-    /// the value the guess's CAS returned; so the unlock decides on the
+    /// no sleepers, unless a miss paused the guessing) or, without a
+    /// guess, loaded, or after a wrong guess the value the guess's CAS
+    /// returned; so the unlock decides on the
     /// word as it was when the release took effect: if that shows a wake
     /// to do, the same CAS takes `STACK_LOCKED` (`unlock_slow`); in
     /// starvation mode the lock is handed over instead, never released.
@@ -462,9 +480,10 @@ impl<P: Platform> Lock<P> {
         }
         // The word this thread's latest plain release replaced, if that had
         // no sleepers: a CAS from it releases without a load first, which an
-        // uncontended lock's unlock would wait for (`release_guess`). The
+        // uncontended lock's unlock would wait for (`release_guess`). A
         // guess holds LOCKED and no head, so a CAS that succeeds replaced
-        // a word with no wake to do, as a load would have shown.
+        // a word with no wake to do, as a load would have shown; a pause
+        // after a miss holds no LOCKED, and the word is loaded.
         let guess = P::release_guess();
         let mut missed = false;
         let s = if guess & LOCKED != 0 {
@@ -496,19 +515,7 @@ impl<P: Platform> Lock<P> {
             match self.state.compare_exchange(s, s.map_addr(|a| a - LOCKED), UNLOCK_ORDER, Relaxed)
             {
                 Ok(_) => {
-                    // Guess next time what this release found, if it found
-                    // no sleepers; after a miss, pause instead (a count of
-                    // releases that load the word, in units that keep
-                    // LOCKED clear: see `Platform::release_guess`).
-                    let next = if missed {
-                        crate::arch::GUESS_PAUSE * GUESS_PAUSE_UNIT
-                    } else if guess > GUESS_PAUSE_UNIT {
-                        guess - GUESS_PAUSE_UNIT
-                    } else if head(s).is_null() {
-                        s.addr()
-                    } else {
-                        0
-                    };
+                    let next = next_guess(guess, missed, s);
                     if next != guess {
                         P::set_release_guess(next);
                     }
@@ -519,8 +526,9 @@ impl<P: Platform> Lock<P> {
                 Err(now) => now,
             }
         };
-        if guess != 0 {
-            P::set_release_guess(0);
+        let next = next_guess::<P>(guess, missed, ptr::null_mut());
+        if next != guess {
+            P::set_release_guess(next);
         }
         // SAFETY: forwarded from the caller.
         unsafe { self.unlock_slow(s) }

@@ -451,18 +451,19 @@ pub(crate) trait Platform: Sized + 'static {
     }
     /// The word this thread's latest plain release (`Lock::unlock`'s CAS
     /// from a word it judged needs no slow path) released from, if that
-    /// word had no sleepers (its flags, LOCKED among them), or 0: before
-    /// the thread's first unlock, and after a `Lock::unlock` that found
+    /// word had no sleepers (its flags, LOCKED among them); 0 before the
+    /// thread's first unlock and after a `Lock::unlock` that found
     /// sleepers or went to its slow path (an `unlock_fair` that hands the
-    /// lock over leaves it as it was). `Lock::unlock` releases with a CAS
-    /// from it, without loading the word first; a wrong guess goes on from
-    /// the word its CAS returns, as from a load, and leaves instead a
-    /// pause: a multiple of a unit above every flag (LOCKED clear, so never
-    /// guessed), which each plain release that loads the word counts down
-    /// (`arch::GUESS_PAUSE` releases). Per thread, not per lock: a thread
+    /// lock over leaves it as it was); or a pause. `Lock::unlock` releases
+    /// with a CAS from a guess, without loading the word first. A wrong
+    /// guess goes on from the word its CAS returns, as from a load, and
+    /// leaves a pause instead of what it found: `arch::GUESS_PAUSE` times a
+    /// unit above every flag (LOCKED clear, so never guessed), which each
+    /// of the thread's next releases counts down while it loads the word;
+    /// the last leaves what it found. Per thread, not per lock: a thread
     /// that alternates between locks in different states would otherwise
     /// miss again and again. A hint only: any value with LOCKED and no
-    /// head is correct.
+    /// head is correct, and any value without LOCKED makes the unlock load.
     fn release_guess() -> usize;
     /// Sets [`Platform::release_guess`].
     fn set_release_guess(word: usize);
