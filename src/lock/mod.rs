@@ -41,10 +41,9 @@
 //! `LOCKED` set and published its node, so the holder's unlock sees it; an
 //! unlock skips the wake only for a spinner, which leaves that role only by
 //! taking the lock or by pushing itself while the lock is held (a nudged
-//! spinner: while it owns the stack or the lock). The crate
-//! documentation has the whole argument,
-//! the wake order and the bound on waiting; the comments here point at the
-//! step each operation implements.
+//! spinner: while it owns the stack or the lock). The crate documentation
+//! has the whole argument, the wake order and the bound on waiting; the
+//! comments here point at the step each operation implements.
 //!
 //! The file layout: this file holds the word, the node and the fast paths;
 //! `wait.rs` the waiting of `lock`, `wake.rs` the unlock's slow path and
