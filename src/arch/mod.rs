@@ -80,8 +80,8 @@ pub(crate) const HAND_OFF_AWAKE_NS: u64 = 200_000;
 pub(crate) const STACK_WAIT_YIELDS: u32 = 16;
 
 /// After an unlock's guess of the word missed, its thread's next this many
-/// plain releases load the word first: a miss costs a cache-line round
-/// trip with the waiter polling the line, a hit saves one cached load.
+/// unlocks load the word first: a miss costs a cache-line round trip
+/// with the waiter polling the line, a hit saves one cached load.
 pub(crate) const GUESS_PAUSE: usize = 8;
 
 /// A thread that took the lock by spinning less than its ping-pong window

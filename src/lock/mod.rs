@@ -25,7 +25,8 @@
 //! spin       CAS +SPINNING, then CAS +LOCKED -SPINNING                  (wait.rs)
 //! sleep      CAS head=me, -SPINNING, only while LOCKED                  (wait.rs)
 //! unlock     CAS -LOCKED; +STACK_LOCKED if a wake is due                (this file)
-//! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark  (wake.rs)
+//! wake       pop the oldest, CAS -STACK_LOCKED (+SPINNING for it), unpark;
+//!            if the oldest's nudge is pending, CAS -STACK_LOCKED alone  (wake.rs)
 //! hand-off   pop the oldest with LOCKED kept, unpark: it owns the lock  (wake.rs)
 //! nudge      the oldest is asleep (its word says so): mark its word nudged,
 //!            CAS -LOCKED -STACK_LOCKED -STARVING (+SPINNING for it and

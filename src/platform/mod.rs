@@ -731,8 +731,9 @@ pub(crate) enum Event {
     /// A starving unlock (or a stack owner's retake) found the oldest
     /// sleeper asleep in the OS, nudged it and released the lock.
     Nudged,
-    /// ... found the oldest sleeper nudged and not running yet, and
-    /// released the lock.
+    /// A stack owner found the oldest sleeper's nudge pending (nudged, not
+    /// marked anew yet) and gave the stack back as it was, releasing the
+    /// lock if it held it in starvation mode.
     NudgePending,
     /// A nudged sleeper ran and marked itself anew.
     Rejoined,
