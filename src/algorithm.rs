@@ -113,9 +113,7 @@
 //!
 //! **Which waiter.** The oldest (the stack keeps an amortised O(1) cached
 //! tail with back links): a sleeping waiter is never passed over by a wake
-//! or a hand-off. (The algorithm can also run "newest first, but the oldest
-//! after at most `N` passes", which the models check; this release uses
-//! `N` = 0.) Outside starvation mode a woken waiter competes with running
+//! or a hand-off. Outside starvation mode a woken waiter competes with running
 //! threads that arrive at the same moment, as with `parking_lot` and `std`.
 //!
 //! # Starvation mode and direct hand-off

@@ -29,60 +29,54 @@ use crate::platform::loom::fair::{
     SELF_JUDGED_NUDGED_BESIDE_SPINNER, STARVES_ONCE,
 };
 use crate::platform::loom::faults::*;
-use crate::platform::loom::wakes::{FIFO, ONE_PASS};
 use crate::platform::loom::{Loom, LoomState, ModelDeadline, blocked_waiters};
 use crate::platform::park_model::PortableModel;
 use crate::platform::{EVENTS, Event, Parker, Platform, StateWord};
 
-/// The platforms the models run on: [`Loom`] with no spurious futex returns,
-/// FIFO wakes unless named otherwise, and the starvation rule named
+/// The platforms the models run on: [`Loom`] with no spurious futex returns
+/// and the starvation rule named
 /// (`crate::platform::loom::fair`); `F`, a fault (`crate::platform::loom::faults`),
 /// none by default.
-type Fifo<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, NOBODY_STARVES>;
-/// Newest-first wakes that pass over the oldest sleeper at most once.
-type OnePass<const F: u8 = NO_FAULT> = Loom<F, 0, ONE_PASS, NOBODY_STARVES>;
+type Fifo<const F: u8 = NO_FAULT> = Loom<F, 0, NOBODY_STARVES>;
 /// Every oldest sleeper starves.
-type OldestStarves<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, OLDEST_STARVES>;
+type OldestStarves<const F: u8 = NO_FAULT> = Loom<F, 0, OLDEST_STARVES>;
 /// Every spin acquisition looks, and nobody starves.
-type LooksNobodyStarves<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, LOOKS_NOBODY_STARVES>;
+type LooksNobodyStarves<const F: u8 = NO_FAULT> = Loom<F, 0, LOOKS_NOBODY_STARVES>;
 /// Only the first judgement of an execution finds the oldest sleeper starving.
-type StarvesOnce<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, STARVES_ONCE>;
+type StarvesOnce<const F: u8 = NO_FAULT> = Loom<F, 0, STARVES_ONCE>;
 /// Every oldest sleeper starves, and the first judgement pauses
 /// (`pause_first_judgement_until`).
-type OldestStarvesFirstPauses<const F: u8 = NO_FAULT> =
-    Loom<F, 0, FIFO, OLDEST_STARVES_FIRST_PAUSES>;
+type OldestStarvesFirstPauses<const F: u8 = NO_FAULT> = Loom<F, 0, OLDEST_STARVES_FIRST_PAUSES>;
 /// Sleepers judge themselves, at their starvation deadline.
-type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED>;
+type SelfJudged<const F: u8 = NO_FAULT> = Loom<F, 0, SELF_JUDGED>;
 /// Sleepers judge themselves, and starving unlocks nudge a sleeping bottom
 /// sleeper instead of handing it the lock.
-type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_NUDGED>;
+type Nudging<const F: u8 = NO_FAULT> = Loom<F, 0, SELF_JUDGED_NUDGED>;
 /// `Nudging`, but nudges hand the nudged thread no SPINNING, as beside
 /// another spinner.
-type NudgingBesideSpinner<const F: u8 = NO_FAULT> =
-    Loom<F, 0, FIFO, SELF_JUDGED_NUDGED_BESIDE_SPINNER>;
+type NudgingBesideSpinner<const F: u8 = NO_FAULT> = Loom<F, 0, SELF_JUDGED_NUDGED_BESIDE_SPINNER>;
 /// `ByAge`, with nudges.
-type ByAgeNudged<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE_NUDGED>;
+type ByAgeNudged<const F: u8 = NO_FAULT> = Loom<F, 0, BY_AGE_NUDGED>;
 /// Only the waiter whose starvation clock started first starves.
-type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, BY_AGE>;
+type ByAge<const F: u8 = NO_FAULT> = Loom<F, 0, BY_AGE>;
 /// Sleepers judge themselves, and the waiter whose starvation clock started
 /// first starves by age too.
-type SelfJudgedByAge<const F: u8 = NO_FAULT> = Loom<F, 0, FIFO, SELF_JUDGED_BY_AGE>;
+type SelfJudgedByAge<const F: u8 = NO_FAULT> = Loom<F, 0, SELF_JUDGED_BY_AGE>;
 /// No fault, and the first `N` futex waits of an execution that would block
-/// return at once instead; wake policy `M`, starvation rule `R`.
-type Spurious<const N: usize, const M: u32 = FIFO, const R: u8 = NOBODY_STARVES> =
-    Loom<NO_FAULT, N, M, R>;
+/// return at once instead; starvation rule `R`.
+type Spurious<const N: usize, const R: u8 = NOBODY_STARVES> = Loom<NO_FAULT, N, R>;
 
 /// A loom platform, whatever its parameters: what `Guarded` needs.
 trait Model: Platform<State = LoomState, Parker: Parker<Deadline = ModelDeadline>> {}
 
-impl<const F: u8, const S: usize, const M: u32, const R: u8, K> Model for Loom<F, S, M, R, K> where
+impl<const F: u8, const S: usize, const R: u8, K> Model for Loom<F, S, R, K> where
     K: Parker<Deadline = ModelDeadline> + 'static
 {
 }
 
 /// [`Fifo`] on the portable parker of macOS, Windows and the BSDs, over
 /// loom's threads (`crate::platform::park_model`).
-type PortableFifo = Loom<NO_FAULT, 0, FIFO, NOBODY_STARVES, PortableModel>;
+type PortableFifo = Loom<NO_FAULT, 0, NOBODY_STARVES, PortableModel>;
 
 /// Per-test event counts, summed over all explored executions, indexed by
 /// `Event as usize`. Loom runs a model's threads as coroutines on the test's
@@ -837,27 +831,18 @@ fn unlockers_race_for_the_stack_lock() {
 }
 
 #[test]
-fn anti_starvation_wakes_the_tail() {
-    // `OnePass`: a wake takes the newest waiter once, then the oldest.
-    // Bound 3: 191 s alone in release (2-core AMD EPYC VM), by hand
-    // (`LOOM_MAX_PREEMPTIONS=3`): not the production wake order.
-    let seen = held_then_released::<OnePass>(3, bound(2, 2));
-    assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::TailWake) > 0, "{seen:?}");
-}
-
-#[test]
 fn fifo_wakes_take_the_tail() {
     // Deep bound 3: 185-222 s alone (release, 2-core AMD EPYC VM), by hand:
     // `.ci/run`'s deeper run skips it (`deep_by_hand`).
     let seen = held_then_released::<Fifo>(3, bound(2, 3));
-    assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HeadWake) == 0, "{seen:?}");
+    assert!(seen.of(Event::TailWake) > 0, "{seen:?}");
 }
 
 #[test]
 fn exclusion_and_termination_with_spurious_futex_returns() {
     let seen = held_then_released::<Spurious<1>>(2, bound(3, 3));
     assert!(seen.spurious > 0, "{seen:?}");
-    let seen = exclusion::<Spurious<2, ONE_PASS>>(3, 1, bound(2, 3));
+    let seen = exclusion::<Spurious<2>>(3, 1, bound(2, 3));
     assert!(seen.spurious > 0, "{seen:?}");
 }
 
@@ -2235,7 +2220,7 @@ fn broken_starving_sleeper_drops_the_wake_left_to_it() {
 
 #[test]
 fn hand_off_with_spurious_futex_returns() {
-    let seen = held_then_released::<Spurious<1, FIFO, OLDEST_STARVES>>(2, bound(3, 3));
+    let seen = held_then_released::<Spurious<1, OLDEST_STARVES>>(2, bound(3, 3));
     assert!(seen.spurious > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
@@ -2376,11 +2361,9 @@ fn retake_races_a_barger_and_a_retiring_spinner() {
     assert!(seen.of(Event::RetakeRaced) > 0 && seen.of(Event::HandedLock) > 0, "{seen:?}");
 }
 
-/// Four threads: after a wake unlinks the oldest of two sleepers (or,
-/// with the mostly-LIFO wake policy `OnePass` of the test builds, pops the
-/// newest and caches the tail in the new top), a third thread, which never
-/// synchronised with the woken one, owns the stack next (its `unlock_fair`
-/// walks the links and reads the cache the wake wrote).
+/// Four threads: after a wake unlinks the oldest of two sleepers, a third
+/// thread, which never synchronised with the woken one, owns the stack next
+/// (its `unlock_fair` walks the links and reads the cache the wake wrote).
 fn unlink_then_third_owner<P: Model>(bound: Bound) -> Seen {
     explore(bound, || {
         let g = Guarded::<P>::new();
@@ -2417,12 +2400,6 @@ fn unlink_then_third_owner<P: Model>(bound: Bound) -> Seen {
 fn wake_unlinks_the_oldest_then_a_third_thread_owns_the_stack() {
     let seen = unlink_then_third_owner::<Fifo>(bound(1, 2));
     assert!(seen.of(Event::TailWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
-}
-
-#[test]
-fn wake_of_the_newest_then_a_third_thread_owns_the_stack() {
-    let seen = unlink_then_third_owner::<OnePass>(bound(1, 2));
-    assert!(seen.of(Event::HeadWake) > 0 && seen.of(Event::HandOff) > 0, "{seen:?}");
 }
 
 /// Sleepers backed up: the main thread holds the lock while `sleepers`
@@ -2717,7 +2694,7 @@ fn broken_unlock_never_wakes() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn broken_unlock_never_wakes_on_the_portable_parker() {
-    held_then_released::<Loom<SKIP_WAKE, 0, FIFO, NOBODY_STARVES, PortableModel>>(1, bound(3, 3));
+    held_then_released::<Loom<SKIP_WAKE, 0, NOBODY_STARVES, PortableModel>>(1, bound(3, 3));
 }
 
 #[test]
@@ -2797,12 +2774,6 @@ fn broken_retake_is_relaxed() {
 #[should_panic(expected = "Causality violation")]
 fn broken_unlink_of_the_oldest_is_relaxed() {
     unlink_then_third_owner::<Fifo<RELAXED_UNLINK>>(bound(1, 1));
-}
-
-#[test]
-#[should_panic(expected = "Causality violation")]
-fn broken_wake_of_the_newest_is_relaxed() {
-    unlink_then_third_owner::<OnePass<RELAXED_HEAD_WAKE>>(bound(1, 1));
 }
 
 // Timed waiters (`RawMutexTimed`). In the model every deadline falls during

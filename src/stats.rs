@@ -419,7 +419,7 @@ pub(crate) fn record(event: Event) {
         // The pops of a wake; a hand-off is a wake too (`Lock::hand_off`
         // records `HandOff` and pops with `hand_over`, which records no
         // other event).
-        Event::TailWake | Event::HeadWake => WAKES.add(1),
+        Event::TailWake => WAKES.add(1),
         Event::HandOff => {
             WAKES.add(1);
             HAND_OFFS.add(1);

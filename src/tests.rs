@@ -27,16 +27,13 @@ use common::{Rng, Watchdog};
 // a wake order, a fault or a time changed so that a rare path runs often.
 
 /// The portable thread-park parker, so that it is tested on Linux too.
-type ThreadPark = NativeWith<ThreadParker, SpinOne, 0>;
+type ThreadPark = NativeWith<ThreadParker, SpinOne>;
 /// The portable parker where nobody starves ([`NeverStarvesVariant`]): no
 /// waiter's park reaches its deadline within a test's time.
-type ThreadParkNeverStarves = NativeWith<ThreadParker, NeverStarvesVariant, 0>;
+type ThreadParkNeverStarves = NativeWith<ThreadParker, NeverStarvesVariant>;
 /// `ThreadParkNeverStarves` with a deliberate bug: it gives no park token
 /// back (a negative control).
-type ThreadParkLosesTokens = NativeWith<ThreadParker<StdThreads, true>, NeverStarvesVariant, 0>;
-/// Mostly LIFO wakes, the tail woken after two passes: runs both wake paths
-/// under real threads.
-type MixedWake = NativeWith<OsParker, SpinOne, 2>;
+type ThreadParkLosesTokens = NativeWith<ThreadParker<StdThreads, true>, NeverStarvesVariant>;
 
 /// A ping-pong window of 10 ms instead of the adaptive one: nearly every
 /// arrival of a thread that spun pauses, so that tests reach the pause
@@ -45,7 +42,7 @@ struct WidePingPongVariant;
 impl Variant for WidePingPongVariant {
     const PING_PONG_WINDOW_NS: Option<u64> = Some(10_000_000);
 }
-type WidePingPong = NativeWith<OsParker, WidePingPongVariant, 0>;
+type WidePingPong = NativeWith<OsParker, WidePingPongVariant>;
 
 /// A starvation threshold of 20 µs, so that tests see many sleepers mark
 /// themselves starving; with either parker.
@@ -53,7 +50,7 @@ struct QuickStarveVariant;
 impl Variant for QuickStarveVariant {
     const STARVING_NS: Option<u64> = Some(20_000);
 }
-type QuickStarve<K = OsParker> = NativeWith<K, QuickStarveVariant, 0>;
+type QuickStarve<K = OsParker> = NativeWith<K, QuickStarveVariant>;
 
 /// Arrival yields that each take 300 µs (a sleep standing in for a yield
 /// that ran other threads), so that a waiter's yields outlast its
@@ -62,7 +59,7 @@ struct SlowYieldVariant;
 impl Variant for SlowYieldVariant {
     const ARRIVAL_YIELD_SLEEP_US: Option<u64> = Some(300);
 }
-type SlowYield = NativeWith<OsParker, SlowYieldVariant, 0>;
+type SlowYield = NativeWith<OsParker, SlowYieldVariant>;
 
 /// `SlowYield` with a deliberate bug: the starvation clock starts at the
 /// first push, not at the first yield (a negative control).
@@ -71,7 +68,7 @@ impl Variant for SlowYieldClockAtPushVariant {
     const ARRIVAL_YIELD_SLEEP_US: Option<u64> = Some(300);
     const FAULT: crate::platform::Fault = crate::platform::Fault::ClockStartsAtPush;
 }
-type SlowYieldClockAtPush = NativeWith<OsParker, SlowYieldClockAtPushVariant, 0>;
+type SlowYieldClockAtPush = NativeWith<OsParker, SlowYieldClockAtPushVariant>;
 
 /// Waiters poll for wake latencies up to 1 s, so that the polls run however
 /// slowly the threads run (a loaded machine, sanitizers, emulators), where
@@ -80,7 +77,7 @@ struct PollAlwaysVariant;
 impl Variant for PollAlwaysVariant {
     const WAKE_POLL_MAX_NS: Option<u64> = Some(1_000_000_000);
 }
-type PollAlways = NativeWith<OsParker, PollAlwaysVariant, 0>;
+type PollAlways = NativeWith<OsParker, PollAlwaysVariant>;
 
 /// Waiters never poll (a cap of 0 on the wake latency): the negative
 /// control of the polling test.
@@ -88,7 +85,7 @@ struct NoPollVariant;
 impl Variant for NoPollVariant {
     const WAKE_POLL_MAX_NS: Option<u64> = Some(0);
 }
-type NoPoll = NativeWith<OsParker, NoPollVariant, 0>;
+type NoPoll = NativeWith<OsParker, NoPollVariant>;
 
 /// With a deliberate bug: a panic inside a lock call unwinds out of it (a
 /// negative control).
@@ -96,7 +93,7 @@ struct UnwindsPastNodeVariant;
 impl Variant for UnwindsPastNodeVariant {
     const FAULT: crate::platform::Fault = crate::platform::Fault::UnwindPastNode;
 }
-type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant, 0>;
+type UnwindsPastNode = NativeWith<OsParker, UnwindsPastNodeVariant>;
 
 /// A starvation threshold of a minute: no stack owner judges a waiter
 /// starving (and nudges it) however long a loaded machine keeps a test's
@@ -109,7 +106,7 @@ impl Variant for NeverStarvesVariant {
     const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
 }
 /// Nobody starves, and a woken thread runs late ([`LateRiser`]).
-type NeverStarves = NativeWith<LateRiser<OsParker>, NeverStarvesVariant, 0>;
+type NeverStarves = NativeWith<LateRiser<OsParker>, NeverStarvesVariant>;
 
 /// `NeverStarves` with a deliberate bug: a requeued condition variable
 /// waiter's own push leaves its node flagged as requeued (a negative
@@ -119,7 +116,7 @@ impl Variant for PushKeepsRequeuedVariant {
     const STARVING_NS: Option<u64> = NEVER_STARVES_NS;
     const FAULT: crate::platform::Fault = crate::platform::Fault::PushKeepsRequeued;
 }
-type PushKeepsRequeued = NativeWith<LateRiser<OsParker>, PushKeepsRequeuedVariant, 0>;
+type PushKeepsRequeued = NativeWith<LateRiser<OsParker>, PushKeepsRequeuedVariant>;
 
 // ---------------------------------------------------------------------------
 // Slow-path event counters
@@ -164,9 +161,9 @@ impl Events {
         self.counts[event as usize]
     }
 
-    /// Wakes of either end of the stack.
+    /// Wakes (of the oldest waiter: every wake's).
     fn wakes(&self) -> u64 {
-        self.get(Event::TailWake) + self.get(Event::HeadWake)
+        self.get(Event::TailWake)
     }
 }
 
@@ -231,17 +228,17 @@ fn every_event_variant_is_counted_and_named() {
             s.spawn(move || {
                 let _tally = Tally(total);
                 for _ in 0..n {
-                    record(Event::HeadWake);
+                    record(Event::TailWake);
                 }
                 record(Event::StackBusy);
             });
         }
     });
     let total = total.into_inner().unwrap();
-    assert_eq!(total.get(Event::HeadWake), 6);
+    assert_eq!(total.get(Event::TailWake), 6);
     assert_eq!(total.get(Event::StackBusy), 3);
     assert_eq!(total.get(Event::Parked), 0);
-    assert_eq!(format!("{total:?}"), "{StackBusy: 3, HeadWake: 6}");
+    assert_eq!(format!("{total:?}"), "{StackBusy: 3, TailWake: 6}");
 }
 
 // ---------------------------------------------------------------------------
@@ -596,7 +593,7 @@ fn shortfall(events: &Events, min: u64) -> Vec<&'static str> {
         short.push("SpinRanOut");
     }
     if events.wakes() < min {
-        short.push("TailWake + HeadWake");
+        short.push("TailWake");
     }
     if events.get(Event::Yielded) < min.div_ceil(4) {
         short.push("Yielded");
@@ -785,11 +782,11 @@ fn contended_timed_portable_parker() {
 /// oldest sleeper, the one a wake pops, is a timed one.
 #[test]
 fn timed_waiters_popped_while_leaving() {
-    contend_timed_until::<NativeWith<Dawdle<OsParker>, SpinOne, 0>>(
+    contend_timed_until::<NativeWith<Dawdle<OsParker>, SpinOne>>(
         "timed_waiters_popped_while_leaving_os",
         true,
     );
-    contend_timed_until::<NativeWith<Dawdle<ThreadParker>, SpinOne, 0>>(
+    contend_timed_until::<NativeWith<Dawdle<ThreadParker>, SpinOne>>(
         "timed_waiters_popped_while_leaving_portable",
         true,
     );
@@ -803,22 +800,6 @@ fn contended_futex_parker() {
 #[test]
 fn contended_portable_parker() {
     contend_until::<ThreadPark>("contended_portable_parker", |e| shortfall(e, MIN_EVENTS));
-}
-
-#[test]
-fn contended_mixed_lifo_fifo_wakes() {
-    // Newest-first wakes, and the tail's own after two passes (unless the
-    // tail starves first and is handed the lock): both pop paths run.
-    contend_until::<MixedWake>("contended_mixed_lifo_fifo_wakes", |e| {
-        let mut short = shortfall(e, MIN_EVENTS);
-        if e.get(Event::HeadWake) < MIN_EVENTS / 2 {
-            short.push("HeadWake");
-        }
-        if e.get(Event::TailWake) < MIN_EVENTS / 10 {
-            short.push("TailWake");
-        }
-        short
-    });
 }
 
 #[test]
@@ -1474,7 +1455,7 @@ fn an_uncontended_run_fails_the_slow_path_check() {
             "Parked",
             "Spun",
             "SpinRanOut",
-            "TailWake + HeadWake",
+            "TailWake",
             "Yielded",
             "YieldedAgain",
             "WokePastSpinner",
@@ -2083,7 +2064,7 @@ const BURSTS: u64 = if cfg!(miri) { 10 } else { 2_500 };
 
 #[test]
 fn no_lost_wakeup_when_arming_dawdles_os_parker() {
-    bursts::<NativeWith<Dawdle<OsParker>, SpinOne, 0>>(
+    bursts::<NativeWith<Dawdle<OsParker>, SpinOne>>(
         "no_lost_wakeup_when_arming_dawdles_os_parker",
         4,
         BURSTS,
@@ -2092,8 +2073,7 @@ fn no_lost_wakeup_when_arming_dawdles_os_parker() {
 
 #[test]
 fn no_lost_wakeup_when_arming_dawdles_portable() {
-    // Mostly newest-first wakes: the node just pushed is the one popped.
-    bursts::<NativeWith<Dawdle<ThreadParker>, SpinOne, 2>>(
+    bursts::<NativeWith<Dawdle<ThreadParker>, SpinOne>>(
         "no_lost_wakeup_when_arming_dawdles_portable",
         4,
         BURSTS,

@@ -198,8 +198,6 @@ pub(crate) struct Node<P: Platform> {
     /// If non-null, the tail (oldest waiter) of the stack this node heads or
     /// headed. The walk in [`find_tail`](stack::find_tail) stops at the first such node.
     tail: P::Cell<*mut Node<P>>,
-    /// How many wakes have passed this node over while it was the tail.
-    passes: P::Cell<u32>,
     /// How many nodes are linked from this one down to the tail. Valid in
     /// a node that caches the tail (`tail` non-null): [`find_tail`](stack::find_tail) adds the
     /// nodes it walks to the count of the node it stops at, and stack
@@ -265,7 +263,6 @@ impl<P: Platform> Node<P> {
             next: NodeCell::new(ptr::null_mut()),
             prev: NodeCell::new(ptr::null_mut()),
             tail: NodeCell::new(ptr::null_mut()),
-            passes: NodeCell::new(0),
             count: NodeCell::new(0),
             handed_spin: NodeCell::new(false),
             handed_lock: NodeCell::new(false),

@@ -339,7 +339,6 @@ unsafe fn stamp_chain<P: Platform>(newest: *mut Node<P>, oldest: *mut Node<P>) {
         unsafe {
             (*n).prev.set(ptr::null_mut());
             (*n).tail.set(ptr::null_mut());
-            (*n).passes.set(0);
             (*n).since.set(since);
             (*n).requeued.set(true);
             if n == oldest {

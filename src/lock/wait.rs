@@ -245,7 +245,6 @@ impl<P: Platform> Lock<P> {
             node.next.set(head(s));
             node.prev.set(ptr::null_mut());
             node.tail.set(ptr::null_mut());
-            node.passes.set(0);
             // Our own starvation timer judges us from now on.
             if P::FAULT != Fault::PushKeepsRequeued {
                 node.requeued.set(false);

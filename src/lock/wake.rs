@@ -520,14 +520,14 @@ impl<P: Platform> Lock<P> {
                             if hand_over && flags(s) & STARVING != 0 {
                                 P::record(Event::StarvingCleared);
                             }
-                            return woken(tail, s, hand_over, Event::TailWake);
+                            return woken(tail, s, hand_over);
                         }
                         Err(now) => s = now,
                     }
-                } else if hand_over || (*tail).passes.get() >= P::MAX_PASSES {
-                    // Wake the oldest. The top does not change, so new pushes
-                    // cannot invalidate the unlink; the CAS loop only merges
-                    // the flags.
+                } else {
+                    // Unlink the oldest. The top does not change, so new
+                    // pushes cannot invalidate the unlink; the CAS loop only
+                    // merges the flags.
                     let newer = (*tail).prev.get();
                     (*newer).next.set(ptr::null_mut());
                     (*top).tail.set(newer);
@@ -565,31 +565,9 @@ impl<P: Platform> Lock<P> {
                                 if hand_over && !still && flags(s) & STARVING != 0 {
                                     P::record(Event::StarvingCleared);
                                 }
-                                return woken(tail, s, hand_over, Event::TailWake);
+                                return woken(tail, s, hand_over);
                             }
                             Err(now) => s = now,
-                        }
-                    }
-                } else {
-                    // Wake the newest; the tail has been passed over once more.
-                    let next = (*top).next.get();
-                    let left = (*top).count.get().saturating_sub(1);
-                    (*next).tail.set(tail);
-                    (*next).count.set(left);
-                    (*tail).passes.set((*tail).passes.get() + 1);
-                    // Release: the new top's cached tail and count and the
-                    // tail's pass count, for the next stack owner
-                    // (`model::wake_of_the_newest_then_a_third_thread_owns_the_stack`).
-                    // Failure Acquire: as in the first branch.
-                    let backlog = left > P::backlog_sleepers();
-                    let new = with_flags(next, release::<P>(s, false, false, backlog));
-                    let order = if P::FAULT == Fault::RelaxedHeadWake { Relaxed } else { Release };
-                    match self.state.compare_exchange(s, new, order, retry_order::<P>()) {
-                        Ok(_) => return woken(top, s, false, Event::HeadWake),
-                        Err(now) => {
-                            // New nodes on top: pop the new top instead.
-                            (*tail).passes.set((*tail).passes.get() - 1);
-                            s = now;
                         }
                     }
                 }
@@ -635,11 +613,10 @@ pub(super) unsafe fn woken<P: Platform>(
     node: *mut Node<P>,
     s: *mut Node<P>,
     hand_over: bool,
-    event: Event,
 ) -> *mut Node<P> {
     let past_spinner = !hand_over && flags(s) & SPINNING != 0;
     if !hand_over {
-        P::record(event);
+        P::record(Event::TailWake);
         if past_spinner {
             P::record(Event::WokePastSpinner);
         }

@@ -93,7 +93,6 @@ fault_names! {
     RELAXED_LEAVE_RETRY: RelaxedLeaveRetry,
     RELAXED_LOOK_GIVE_BACK: RelaxedLookGiveBack,
     STARVING_UNLOCK_RELEASES_WHEN_OWNED: StarvingUnlockReleasesWhenOwned,
-    RELAXED_HEAD_WAKE: RelaxedHeadWake,
     RELAXED_STARVING_RELEASE: RelaxedStarvingRelease,
     RELEASE_THEN_WAKE: ReleaseThenWake,
     HAND_OFF_ENDS_STARVING: HandOffEndsStarving,
@@ -116,15 +115,6 @@ fault_names! {
     REQUEUE_LOSES_NEWEST: RequeueLosesNewest,
     TIMEOUT_AFTER_NOTIFICATION: TimeoutAfterNotification,
     REQUEUED_IGNORES_NUDGE: RequeuedIgnoresNudge,
-}
-
-/// The wake policies, for [`Loom`]'s `MAX_PASSES` ([`Platform::MAX_PASSES`]).
-pub(crate) mod wakes {
-    /// Every wake takes the oldest sleeper.
-    pub(crate) const FIFO: u32 = 0;
-    /// Newest first, but the oldest sleeper is passed over at most once
-    /// (the mostly-LIFO policy of the test builds).
-    pub(crate) const ONE_PASS: u32 = 1;
 }
 
 /// The starvation rules, for [`Loom`]'s `FAIR` (applied by
@@ -183,14 +173,13 @@ pub(crate) mod fair {
 
 /// The loom platform: `FAULT` picks a deliberate bug ([`faults`]),
 /// `SPURIOUS` the number of spurious futex returns per execution,
-/// `MAX_PASSES` the wake policy ([`wakes`]), `FAIR` the starvation rule
+/// `FAIR` the starvation rule
 /// ([`fair`]), `K` the parker: the futex model, or the portable parker
 /// over loom's threads (`super::park_model`). `crate::model` names the
 /// combinations its models use.
 pub(crate) struct Loom<
     const FAULT: u8,
     const SPURIOUS: usize,
-    const MAX_PASSES: u32,
     const FAIR: u8,
     K = FutexModel<FAULT, SPURIOUS>,
 >(core::marker::PhantomData<K>);
@@ -198,15 +187,13 @@ pub(crate) struct Loom<
 impl<
     const FAULT: u8,
     const SPURIOUS: usize,
-    const MAX_PASSES: u32,
     const FAIR: u8,
     K: Parker<Deadline = ModelDeadline> + 'static,
-> Platform for Loom<FAULT, SPURIOUS, MAX_PASSES, FAIR, K>
+> Platform for Loom<FAULT, SPURIOUS, FAIR, K>
 {
     type State = LoomState;
     type Cell<T: Copy> = LoomCell<T>;
     type Parker = K;
-    const MAX_PASSES: u32 = MAX_PASSES;
     const FAULT: Fault = fault(FAULT);
     const CHECKS: bool = true;
     const ABORT_ON_UNWIND: bool = false;

@@ -146,10 +146,6 @@ pub(crate) enum Fault {
     /// thread releases LOCKED instead of waiting for the owner: barging
     /// acquisitions take the lock before the starving sleeper.
     StarvingUnlockReleasesWhenOwned,
-    /// A wake of the newest sleeper (the mostly-LIFO wake policy of test
-    /// builds) publishes the new top with a Relaxed CAS: the next stack
-    /// owner reads the tail it cached unsynchronised.
-    RelaxedHeadWake,
     /// An unlock that saw STARVING and then found it cleared releases the
     /// lock with a Relaxed RMW.
     RelaxedStarvingRelease,
@@ -397,14 +393,10 @@ pub(crate) trait Platform: Sized + 'static {
     /// the waiter's first sleep, so the paths before it stay untimed.
     fn expired(deadline: Deadline<Self>, slept: bool) -> bool;
 
-    // What is built: the spin policy, the wake order, a deliberate fault
+    // What is built: the spin policy, a deliberate fault
     // (negative controls), the checks and what a broken invariant does.
     /// Which waiters spin.
     const SPIN: SpinPolicy = SpinPolicy::One;
-    /// The oldest sleeping waiter is passed over by at most this many wakes:
-    /// once the tail has been passed over `MAX_PASSES` times, the next wake
-    /// is its own. 0 means every wake takes the oldest waiter (FIFO).
-    const MAX_PASSES: u32;
     /// A deliberately broken protocol, for negative-control tests.
     const FAULT: Fault = Fault::None;
     /// Whether the lock checks its invariants with assertions (the model
@@ -630,8 +622,6 @@ pub(crate) enum Event {
     StackBusy,
     /// A wake took the oldest waiter.
     TailWake,
-    /// A wake took the newest waiter.
-    HeadWake,
     /// A holder looked at the oldest sleeper.
     Look,
     /// A stack owner saw the oldest sleeper starving and set STARVING.

@@ -15,14 +15,14 @@ pub(crate) type OsParker = super::park::ThreadParker;
 
 /// std atomics, the architecture's tick counter, the OS parker: the platform
 /// of [`crate::RawMutex`].
-pub(crate) type Native = NativeWith<OsParker, SpinOne, 0>;
+pub(crate) type Native = NativeWith<OsParker, SpinOne>;
 
 /// Ablation: the spin bit's algorithm with spinning switched off.
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) type NoSpin = NativeWith<OsParker, SpinNever, 0>;
+pub(crate) type NoSpin = NativeWith<OsParker, SpinNever>;
 /// Ablation: every waiter spins before it sleeps (no spin bit).
 #[cfg(any(test, feature = "bench-ablations"))]
-pub(crate) type AllSpin = NativeWith<OsParker, SpinAll, 0>;
+pub(crate) type AllSpin = NativeWith<OsParker, SpinAll>;
 
 /// What sets one native platform apart from another, all of it constant:
 /// which waiters spin and, for the tests' variants (`src/tests.rs`), a
@@ -177,9 +177,9 @@ pub(crate) fn back_off(waits: &mut u32, yields: u32, deadline: Option<std::time:
     std::thread::sleep(d);
 }
 
-/// The native platform, parameterised by parker, [`Variant`] and
-/// [`Platform::MAX_PASSES`]. Everything is decided at compile time.
-pub(crate) struct NativeWith<K, V, const MAX_PASSES: u32>(PhantomData<(K, V)>);
+/// The native platform, parameterised by parker and [`Variant`].
+/// Everything is decided at compile time.
+pub(crate) struct NativeWith<K, V>(PhantomData<(K, V)>);
 
 /// The most spin hints between two looks at a word (`arch::max_look_gap_ns`
 /// in hints); the first call in a process calibrates the hint's cost.
@@ -188,7 +188,7 @@ fn max_look_gap_hints() -> u32 {
     arch::hints_in_ns(arch::max_look_gap_ns(spin_ns()))
 }
 
-impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
+impl<K, V: Variant> NativeWith<K, V> {
     /// Polls `woken`, a look at this thread's own node, for up to `ticks`;
     /// returns whether it said so. Spin hints between looks, not yields: a
     /// thread that yields while others are runnable goes to the back of the
@@ -228,14 +228,11 @@ impl<K, V: Variant, const MAX_PASSES: u32> NativeWith<K, V, MAX_PASSES> {
     }
 }
 
-impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant, const MAX_PASSES: u32> Platform
-    for NativeWith<K, V, MAX_PASSES>
-{
+impl<K: Parker<Deadline = std::time::Instant> + 'static, V: Variant> Platform for NativeWith<K, V> {
     type State = AtomicPtr<crate::lock::Node<Self>>;
     type Cell<T: Copy> = PlainCell<T>;
     type Parker = K;
     const SPIN: SpinPolicy = V::SPIN;
-    const MAX_PASSES: u32 = MAX_PASSES;
     const FAULT: Fault = V::FAULT;
 
     #[inline(always)]
