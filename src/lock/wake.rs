@@ -139,14 +139,6 @@ impl<P: Platform> Lock<P> {
                     Err(now) => s = now,
                 }
             };
-            if P::FAULT == Fault::AbandonWakeWhenLocked {
-                // Broken on purpose: a stale look, and a release that does not
-                // re-check the word.
-                if self.state.load(Relaxed).addr() & LOCKED != 0 {
-                    self.state.fetch_and(!STACK_LOCKED, Release);
-                    return;
-                }
-            }
             // SAFETY: we own the stack, it is not empty, and we do not hold LOCKED.
             unsafe { self.serve(s) };
         })
