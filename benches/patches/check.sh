@@ -9,7 +9,8 @@
 #
 #   cargo clippy --workspace --all-targets --features bench-ablations -- -D warnings
 #
-# in it, all patches in one target directory (target/ab-patches: the
+# in it, and the same with `--features bench-ablations,stats` (the counters
+# match the events a variant may remove), all patches in one target directory (target/ab-patches: the
 # dependencies are built once). Checks
 # every patch, then exits non-zero if any did not apply or did not pass,
 # naming them. A patch that fails needs remaking against the current
@@ -36,10 +37,12 @@ for name in "${names[@]}"; do
     failed+=("$name (does not apply)")
     continue
   fi
-  if ! (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-patches" \
-    cargo clippy --workspace --all-targets --features bench-ablations -- -D warnings); then
-    failed+=("$name (clippy)")
-  fi
+  for features in bench-ablations bench-ablations,stats; do
+    if ! (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-patches" \
+      cargo clippy --workspace --all-targets --features "$features" -- -D warnings); then
+      failed+=("$name (clippy --features $features)")
+    fi
+  done
 done
 if ((${#failed[@]})); then
   printf 'check.sh: failed: %s\n' "${failed[@]}" >&2
