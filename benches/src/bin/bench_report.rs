@@ -16,7 +16,10 @@
 //! can win on one CPU and lose on another. Each report starts with the CPU,
 //! the commit and the command that produced it, then a summary of spinbit
 //! against the best peer for every cell, issue 45's goal line by line (how
-//! many cells meet each, and which miss it), the cells where spinbit is behind
+//! many cells meet each, and which miss it), for a run of a `stats` build
+//! what spinbit's waiting policy decided in each cell (its counters per
+//! operation: spins won, sleeps, wakes made and skipped, hand-offs, nudges,
+//! wake-to-run latency), the cells where spinbit is behind
 //! against the peers at least as fair, the cells where its longest wait is
 //! above the lowest peer's window by window (each window's max: the metric
 //! is too noisy for one median to settle), a comparison of the two data
@@ -104,6 +107,23 @@ struct Row {
     /// (NaN elsewhere, and in results from before the timed cells).
     timed_out: f64,
     emulated: bool,
+    /// What spinbit's policy decided in each window, in the order the
+    /// windows ran (runs of a `stats` build only; empty otherwise).
+    windows: Vec<Window>,
+}
+
+/// One window's `spinbit::stats` counters, by name, and its operations.
+#[derive(Clone, Debug)]
+struct Window {
+    ops: f64,
+    counters: Json,
+}
+
+impl Window {
+    /// A counter (NaN if the run did not record it).
+    fn get(&self, name: &str) -> f64 {
+        self.counters.num(name)
+    }
 }
 
 impl Row {
@@ -155,6 +175,21 @@ impl Row {
             others_cpu: j.num("others_cpu"),
             timed_out: j.num("timed_out"),
             emulated: j.bool("emulated"),
+            // A window's operations: its throughput over the windows'
+            // median length (they all last the profile's window).
+            windows: match (j.get("stats"), j.get("ops_per_sec_reps")) {
+                (Json::Arr(stats), Json::Arr(rates)) if stats.len() == rates.len() => stats
+                    .iter()
+                    .zip(rates)
+                    .filter_map(|(s, rate)| match (s, rate) {
+                        (Json::Obj(_), Json::Num(rate)) => {
+                            Some(Window { ops: rate * j.num("secs"), counters: s.clone() })
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
         }
     }
 }
@@ -789,6 +824,7 @@ fn merge(
                 ctxsw: med(|r| r.ctxsw),
                 others_cpu: med(|r| r.others_cpu),
                 timed_out: med(|r| r.timed_out),
+                windows: same.iter().flat_map(|r| r.windows.iter().cloned()).collect(),
                 ..row.clone()
             });
         }
@@ -1103,6 +1139,8 @@ fn report(
     writeln!(w)?;
 
     goal_lines(w, cells, parts, cores)?;
+
+    policy(w, cells)?;
 
     if !parts.is_empty() {
         run_to_run(w, cells, parts)?;
@@ -1457,6 +1495,76 @@ fn report(
 /// limits follow the goal in CPUs (`cores`): throughput from 1 thread to 8x
 /// the CPUs; the longest wait and fairness up to 4x. `parts`: the runs a
 /// merged report is made of (empty for one run).
+/// What spinbit's waiting policy decided, cell by cell, from the counters
+/// of a `stats` build (`benches/mutex.rs`, field `stats`); nothing for runs
+/// without them. Each figure is the median over the windows (of every run
+/// merged) of that window's count per operation, or of the ratio named.
+fn policy(w: &mut String, cells: &[Cell]) -> std::fmt::Result {
+    let rows: Vec<(&Cell, &Row)> = cells
+        .iter()
+        .filter_map(|c| Some((c, c.row("spinbit").filter(|r| !r.windows.is_empty())?)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "## What spinbit's policy decided\n")?;
+    writeln!(
+        w,
+        "The run's build had the library's `stats` feature, whose counters cost slow paths \
+         a few shared atomic additions: judge throughput on runs without it. Per operation \
+         (an acquisition; a handoff, a push or a pop where the cell counts those), the \
+         median over the windows: **slow**: `lock` calls that did not take the lock at \
+         once; **spins won**: spin episodes that took the lock, of all spin episodes; \
+         **sleeps**; **polled**: sleeps whose wake came while the waiter still polled its \
+         node, of all sleeps; **wakes** (of a sleeper, by an unlock or a stack owner), \
+         **past spinner**: those made while a thread held `SPINNING`, because sleepers \
+         were backed up; **skipped**: unlocks that found sleepers and a spinner and woke \
+         nobody; **hand-offs** (starvation mode); **marks**: sleepers that marked \
+         themselves starving; **nudges**; **misses**: unlocks whose guess of the word \
+         missed; **wake calls**: system calls to wake a thread; **wake to run**: from a \
+         wake or hand-off to the woken thread running, the mean over them and the \
+         longest of any window.\n"
+    )?;
+    writeln!(
+        w,
+        "| cell | slow | spins won | sleeps | polled | wakes | past spinner | skipped | \
+         hand-offs | marks | nudges | misses | wake calls | wake to run, mean | longest |"
+    )?;
+    writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    for (c, r) in rows {
+        let per_op = |k: &str| median(r.windows.iter().map(|x| x.get(k) / x.ops).collect());
+        let of = |a: &str, b: &str| median(r.windows.iter().map(|x| x.get(a) / x.get(b)).collect());
+        let latency = median(
+            r.windows
+                .iter()
+                .map(|x| x.get("wake_latency_total_ns") / (x.get("wakes") + x.get("hand_offs")))
+                .collect(),
+        );
+        let longest =
+            r.windows.iter().map(|x| x.get("wake_latency_max_ns")).fold(f64::NAN, f64::max);
+        writeln!(
+            w,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.group,
+            f_sig(per_op("slow_paths")),
+            f_pct(of("spins_won", "spins")),
+            f_sig(per_op("sleeps")),
+            f_pct(of("polled_wakes", "sleeps")),
+            f_sig(per_op("wakes")),
+            f_sig(per_op("wakes_past_spinner")),
+            f_sig(per_op("wakes_skipped")),
+            f_sig(per_op("hand_offs")),
+            f_sig(per_op("starved")),
+            f_sig(per_op("nudges")),
+            f_sig(per_op("guesses_missed")),
+            f_sig(per_op("wake_calls")),
+            f_ns(latency),
+            f_ns(longest),
+        )?;
+    }
+    writeln!(w)
+}
+
 fn goal_lines(w: &mut String, cells: &[Cell], parts: &[Run], cores: f64) -> std::fmt::Result {
     if !(cores.is_finite() && cores >= 1.0) {
         return Ok(()); // The thread limits need the CPU count.
@@ -2071,6 +2179,37 @@ mod tests {
         assert_ne!(dearer, cells);
         let w = section(&dearer, &[], 2.0);
         assert_eq!(goal(&w, "CPU per operation").0, "0 of 1", "{w}");
+    }
+
+    #[test]
+    fn the_policy_section_counts_each_window_per_operation() {
+        let plain = cell("c", 8, 0, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (CALM, CALM));
+        let mut w = String::new();
+        policy(&mut w, &run(&plain).cells).unwrap();
+        assert_eq!(w, "", "a run without counters has no policy section");
+        // spinbit's two windows of 0.5 s at 2 and 4 Mops/s: 1 and 2 million
+        // operations; counters the second window lacks are 0 there.
+        let stats = concat!(
+            r#""secs":0.5,"ops_per_sec_reps":[2000000,4000000],"stats":["#,
+            r#"{"slow_paths":500000,"spins":100,"spins_won":50,"sleeps":10,"wakes":4,"#,
+            r#""hand_offs":1,"wake_latency_total_ns":5000,"wake_latency_max_ns":3000},"#,
+            r#"{"slow_paths":2000000,"spins":100,"spins_won":100,"sleeps":0,"wakes":0,"#,
+            r#""hand_offs":0,"wake_latency_total_ns":0,"wake_latency_max_ns":0}]"#
+        );
+        let counted =
+            plain.replacen(r#""timed_out":null}"#, &format!(r#""timed_out":null,{stats}}}"#), 1);
+        assert_ne!(counted, plain);
+        policy(&mut w, &run(&counted).cells).unwrap();
+        let row = w.lines().find(|l| l.starts_with("| `c`")).unwrap_or_else(|| panic!("{w}"));
+        // Slow paths 0.5 and 1 per operation, spins won 50 % and 100 %,
+        // sleeps 1e-5 and 0, wakes 4e-6 and 0, hand-offs 1e-6 and 0: their
+        // medians. The mean wake-to-run latency of the first window only
+        // (the second had no wakes), the longest of both.
+        assert_eq!(
+            row,
+            "| `c` | 0.75 | 75 % | 5.0e-6 | - | 2.0e-6 | - | - | 5.0e-7 | - | - | - | - | 1.0 µs | \
+             3.0 µs |"
+        );
     }
 
     #[test]
