@@ -142,7 +142,7 @@ pub struct Stats {
     /// released with a CAS from that word's flags, without a load first,
     /// and the CAS failed: the word differed (a flag come or gone,
     /// sleepers, another lock's state); the unlock went on from the word
-    /// the CAS returned, and the thread's next 8 releases load the word
+    /// the CAS returned, and the thread's next 8 unlocks load the word
     /// first. Each cost one failed CAS.
     pub guesses_missed: u64,
     /// Sleeps whose wake came while the waiter still polled its own node,
