@@ -1,6 +1,6 @@
 //! Unit tests that need the crate's internals: slow-path event counters,
 //! contended stress runs of every native platform (the futex parker, the
-//! portable parker, the wake policies and the spin ablations), lost-wakeup
+//! portable parker and the spin ablations), lost-wakeup
 //! hunts with a parker that dawdles before it arms, and a look at the waiter
 //! stack through the stack lock.
 
@@ -24,7 +24,7 @@ mod common;
 use common::{Rng, Watchdog};
 
 // The native platform's test variants: the production code with a parker,
-// a wake order, a fault or a time changed so that a rare path runs often.
+// a fault or a time changed so that a rare path runs often.
 
 /// The portable thread-park parker, so that it is tested on Linux too.
 type ThreadPark = NativeWith<ThreadParker, SpinOne>;

@@ -27,7 +27,7 @@
 # The orderings that already have a negative control in the models (the
 # `Fault` variants of src/platform/loom.rs, e.g. the pop's retry and
 # unlink, the move's, the leave's and the give-back's retries, the push
-# count's CASes, the retake, the look's give-back, the wake of the newest,
+# count's CASes, the retake, the look's give-back,
 # the release of an unlock that found starvation mode ended, the failure
 # of the starving mark's CAS)
 # are not repeated here, nor those that only the broken protocols of the
