@@ -10,8 +10,8 @@
 #   cargo clippy --workspace --all-targets --features bench-ablations -- -D warnings
 #
 # in it, and the same with `--features bench-ablations,stats` (the counters
-# match the events a variant may remove), all patches in one target directory (target/ab-patches: the
-# dependencies are built once). Checks
+# match the events a variant may remove), all patches in one target
+# directory (target/ab-patches: the dependencies are built once). Checks
 # every patch, then exits non-zero if any did not apply or did not pass,
 # naming them. A patch that fails needs remaking against the current
 # tree (see docs/benchmarks.md, "Measuring a build variant").

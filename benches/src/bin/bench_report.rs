@@ -2186,7 +2186,7 @@ mod tests {
         policy(&mut w, &run(&plain).cells).unwrap();
         assert_eq!(w, "", "a run without counters has no policy section");
         // spinbit's two windows of 0.5 s at 2 and 4 Mops/s: 1 and 2 million
-        // operations; counters the second window lacks are 0 there.
+        // operations; the counters neither window has print as `-`.
         let stats = concat!(
             r#""secs":0.5,"ops_per_sec_reps":[2000000,4000000],"stats":["#,
             r#"{"slow_paths":500000,"spins":100,"spins_won":50,"sleeps":10,"wakes":4,"#,
