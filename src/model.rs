@@ -2596,13 +2596,13 @@ fn a_push_beside_the_spinner_counts_nodes_pushed_after_its_try_lock() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_push_beside_the_spinner_sets_backlog_with_a_relaxed_rmw() {
-    push_beside_spinner::<RELAXED_BACKLOG_ON_PUSH>(true, bound(0, 0));
+    push_beside_spinner::<RELAXED_CENSUS_FLAGS>(true, bound(0, 0));
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_push_beside_the_spinner_takes_the_stack_with_a_relaxed_cas() {
-    push_beside_spinner::<RELAXED_TAKE_ON_PUSH>(false, bound(0, 0));
+    push_beside_spinner::<RELAXED_CENSUS_TAKE>(false, bound(0, 0));
 }
 
 thread_local! {
@@ -2665,7 +2665,7 @@ fn pushes_while_a_push_counts_leave_the_stack_to_it() {
 #[test]
 #[should_panic(expected = "took the stack that another owns")]
 fn broken_push_beside_the_spinner_counts_a_stack_that_another_owns() {
-    pushes_while_a_push_counts::<COUNT_ON_OWNED_STACK>(bound(0, 0));
+    pushes_while_a_push_counts::<CENSUS_ON_OWNED_STACK>(bound(0, 0));
 }
 
 #[test]
@@ -3158,7 +3158,7 @@ fn a_timed_waiter_leaves_after_a_holders_look() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
-    look_then_leave::<RELAXED_LOOK_GIVE_BACK>(bound(0, 0));
+    look_then_leave::<RELAXED_GIVE_BACK>(bound(0, 0));
 }
 
 #[test]

@@ -79,9 +79,9 @@ pub(crate) const STACK_LOCKED: usize = 4;
 /// leaves no starving sleeper at the bottom.
 pub(crate) const STARVING: usize = 8;
 /// Sleepers are backed up: the last wake or hand-off left more sleepers on
-/// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a look or
-/// a push beside a spinner (`Lock::count_on_push`) found that the next
-/// wake would. Set and cleared by stack owners. While it is set, unlocks
+/// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a census
+/// (a holder's look or a push beside a spinner, `Lock::census`) found that
+/// the next wake would. Set and cleared by stack owners. While it is set, unlocks
 /// wake the oldest sleeper even though a thread holds SPINNING.
 ///
 /// The spin bit saves those wakes because the spinner is about to take the

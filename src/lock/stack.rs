@@ -147,7 +147,7 @@ impl<P: Platform> Lock<P> {
     /// It takes the stack like any stack owner. The wait for STACK_LOCKED is
     /// bounded by what its owners do with it: they never block while they
     /// own it, and each gives it back after a walk of the stack and a few
-    /// CASes (a pop, a look, a hand-off, another leaving waiter). Since an
+    /// CASes (a pop, a census, a hand-off, another leaving waiter). Since an
     /// unlock that finds the stack owned leaves its wake to the owner, we
     /// give the stack back as `release_after_leave` says.
     ///
@@ -223,20 +223,22 @@ impl<P: Platform> Lock<P> {
                 }
             }
         };
-        // SAFETY: we own the stack and do not hold LOCKED.
+        // SAFETY: we own the stack.
         unsafe { self.release_after_leave(s) };
         linked
     }
 
-    /// Gives back the stack that `leave` took. Unlocks that found it owned
-    /// meanwhile left their wakes to us, so we decide as the unlock slow
-    /// path would on the current word: with sleepers, the lock free and
-    /// nobody spinning (or STARVING), we serve the oldest sleeper;
-    /// otherwise the holder's unlock, or the spinner, will see the stack.
+    /// Gives back the stack that `leave`, a starving sleeper's mark
+    /// (`starve`) or a census took. Unlocks that found it owned meanwhile
+    /// left their wakes to us, so we decide as the unlock slow path would
+    /// on the current word: with sleepers, the lock free and nobody
+    /// spinning (or STARVING), we serve the oldest sleeper; otherwise the
+    /// holder's unlock, or the spinner, will see the stack. A caller that
+    /// holds LOCKED (a holder's census) never serves.
     ///
     /// # Safety
-    /// We own the stack, `s` (with STACK_LOCKED) is a recent value of the
-    /// word, and we do not hold LOCKED.
+    /// We own the stack, and `s` (with STACK_LOCKED) is a recent value of
+    /// the word.
     pub(super) unsafe fn release_after_leave(&self, mut s: *mut Node<P>) {
         loop {
             if !head(s).is_null() && s.addr() & LOCKED == 0 && !spinner_takes_wake(s.addr()) {
@@ -247,12 +249,15 @@ impl<P: Platform> Lock<P> {
             if head(s).is_null() {
                 f &= !STARVING;
             }
-            // Release: our link edits, for the next stack owner. Failure
-            // Acquire: the word changed (a push, an unlock), and the next
-            // round may serve, walking nodes pushed meanwhile
+            // Release: our link edits (a census's walk caches the tail), for
+            // the next stack owner, which may not take the lock first
+            // (`model::a_timed_waiter_leaves_after_a_holders_look`).
+            // Failure Acquire: the word changed (a push, an unlock), and the
+            // next round may serve, walking nodes pushed meanwhile
             // (`model::pushes_while_a_push_counts`).
+            let order = if P::FAULT == Fault::RelaxedGiveBack { Relaxed } else { Release };
             let retry = if P::FAULT == Fault::RelaxedGiveBackRetry { Relaxed } else { Acquire };
-            match self.state.compare_exchange(s, with_flags(s, f), Release, retry) {
+            match self.state.compare_exchange(s, with_flags(s, f), order, retry) {
                 Ok(_) => return,
                 Err(now) => s = now,
             }

@@ -135,7 +135,7 @@ impl<P: Platform> Lock<P> {
                     Ok(started) => {
                         P::note_spin_acquire();
                         if P::look_due(started) {
-                            self.look();
+                            self.census(true);
                         }
                         return Step::Done(true);
                     }
@@ -274,7 +274,7 @@ impl<P: Platform> Lock<P> {
                 // Beside a spinner, on other sleepers, with BACKLOG
                 // clear: unlocks skip their wakes, so count.
                 if !head(s).is_null() && spinner_takes_wake(f) {
-                    self.count_on_push();
+                    self.census(false);
                 }
                 let backed_up = f & BACKLOG != 0;
                 w.slept = true;
@@ -718,105 +718,77 @@ impl<P: Platform> Lock<P> {
         Err(self.state.load(Relaxed))
     }
 
-    /// A holder's look at the oldest sleeper (now and then, see
-    /// [`Platform::look_due`]): if it has waited too long, start starvation
-    /// mode, so that our own unlock hands it the lock. The look also counts
-    /// the sleepers and sets or clears [`BACKLOG`].
+    /// A census of the sleepers: takes the stack if nobody owns it, counts
+    /// the sleepers and sets [`BACKLOG`] if the next wake would leave them
+    /// backed up ([`backed_up_after_a_wake`]); a holder (`holder`) also
+    /// judges the oldest sleeper and, if it has waited too long, sets
+    /// STARVING, so that its own unlock hands it the lock. It gives the
+    /// stack back as `leave` does (`release_after_leave`).
     ///
-    /// Under oversubscription a spinner nearly always exists and unlocks
-    /// wake nobody, so without this look nobody would ever see the sleepers
-    /// at the bottom of the stack. We hold LOCKED, so no unlock can happen
-    /// (and skip a wake) while we own the stack.
+    /// Two kinds of thread take it, each because unlocks that skip their
+    /// wakes for a spinner would otherwise never see the stack:
+    /// - A holder that took the lock by spinning, now and then
+    ///   ([`Platform::look_due`]): under oversubscription a spinner nearly
+    ///   always exists, and without the look nobody would see the sleepers
+    ///   at the bottom of the stack. It holds LOCKED, so no unlock can
+    ///   happen (and skip a wake) while it owns the stack, and the give-back
+    ///   never serves.
+    /// - A waiter that pushed itself on other sleepers beside a spinner,
+    ///   with BACKLOG clear: pops keep the flag, but while it is clear and a
+    ///   thread spins, unlocks skip their wakes, so no pop comes to set it,
+    ///   and pushes piled sleepers up (measured: docs/benchmarks.md,
+    ///   "Measurements behind the algorithm's rules"). The pushes grow the
+    ///   stack, so they count it. It does not hold LOCKED: unlocks that
+    ///   found the stack owned left their wakes to it, and the give-back
+    ///   serves the oldest sleeper if the lock is free and nobody takes the
+    ///   wake.
+    ///
+    /// The census only sets flags. A BACKLOG that no longer holds is
+    /// cleared by the next pop, which recounts (and with the flag set,
+    /// every unlock pops). The walk is the amortised O(1) walk of every
+    /// stack owner.
     #[cold]
-    pub(super) fn look(&self) {
+    pub(super) fn census(&self, holder: bool) {
         let mut s = self.state.load(Relaxed);
         s = loop {
-            if head(s).is_null() || s.addr() & (STACK_LOCKED | STARVING) != 0 {
+            let owned = s.addr() & STACK_LOCKED != 0 && P::FAULT != Fault::CensusOnOwnedStack;
+            // A holder looks unless starvation mode is on already; a
+            // pusher counts only while unlocks skip their wakes.
+            let due = if holder { s.addr() & STARVING == 0 } else { spinner_takes_wake(s.addr()) };
+            if head(s).is_null() || owned || !due {
                 return;
             }
-            // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.take_stack_from(s, Acquire) {
-                Ok(taken) => break taken,
-                Err(now) => s = now,
-            }
-        };
-        P::record(Event::Look);
-        // SAFETY: we own the stack and it is not empty.
-        let (starving, backlog) = unsafe {
-            (starves(oldest(head(s), Fault::LookJudgesTop)), backed_up_after_a_wake(head(s)))
-        };
-        loop {
-            let f = (flags(s) & !(STACK_LOCKED | BACKLOG))
-                | if starving { STARVING } else { 0 }
-                | if backlog { BACKLOG } else { 0 };
-            // Release: our `prev`/`tail` edits, for the next stack owner.
-            // Our unlock's Release covers them too, but a stack owner that
-            // does not take the lock first (a leaving timed waiter, a
-            // starving sleeper) can come before it
-            // (`model::a_timed_waiter_leaves_after_a_holders_look`).
-            let order = if P::FAULT == Fault::RelaxedLookGiveBack { Relaxed } else { Release };
-            match self.state.compare_exchange(s, with_flags(s, f), order, Relaxed) {
-                Ok(_) => break,
-                // Relaxed: a retry only merges the flags (pushes on top);
-                // no node is read again.
-                Err(now) => s = now,
-            }
-        }
-        if starving {
-            P::record(Event::StarvingSet);
-        }
-    }
-
-    /// A waiter that pushed itself on other sleepers while another thread
-    /// holds SPINNING and [`BACKLOG`] is clear counts the stack, and sets
-    /// the flag if the next wake would leave sleepers backed up (as a
-    /// holder's look does, see [`backed_up_after_a_wake`]).
-    ///
-    /// Pops and looks keep the flag, but while it is clear and a thread
-    /// spins, unlocks skip their wakes, so no pop comes to set it again:
-    /// only a holder's look (at most every 250 µs per thread) or the
-    /// starvation hand-offs did, while pushes piled sleepers up (measured:
-    /// docs/benchmarks.md, "Measurements behind the algorithm's rules"). The
-    /// pushes grow the stack, so they count it.
-    ///
-    /// We take the stack only if nobody owns it (an owner decides on the
-    /// word as it finds it when it gives the stack back) and unlocks still
-    /// skip their wakes for a spinner; the walk is the amortised O(1) walk
-    /// of every stack owner. We give the stack back as `leave` does
-    /// (`release_after_leave`): unlocks that found it owned left their
-    /// wakes to us.
-    #[cold]
-    pub(super) fn count_on_push(&self) {
-        let mut s = self.state.load(Relaxed);
-        s = loop {
-            let owned = s.addr() & STACK_LOCKED != 0 && P::FAULT != Fault::CountOnOwnedStack;
-            if head(s).is_null() || owned || !spinner_takes_wake(s.addr()) {
-                return;
-            }
-            // Acquire: the walk reads the nodes' fields, and our own push
-            // (Release only) acquired nothing: nodes pushed after our
+            // Acquire: the walk reads the nodes' fields. A pusher's own push
+            // (Release only) acquired nothing: nodes pushed after its
             // `try_lock`'s Acquire, and the last stack owner's edits, are
             // ordered before the walk by this CAS alone
             // (`model::push_beside_spinner`).
-            let order = if P::FAULT == Fault::RelaxedTakeOnPush { Relaxed } else { Acquire };
+            let order = if P::FAULT == Fault::RelaxedCensusTake { Relaxed } else { Acquire };
             match self.take_stack_from(s, order) {
                 Ok(taken) => break taken,
                 Err(now) => s = now,
             }
         };
-        P::record(Event::CountedOnPush);
+        P::record(if holder { Event::Look } else { Event::CountedOnPush });
         // SAFETY: we own the stack and it is not empty.
-        let backlog = unsafe { backed_up_after_a_wake(head(s)) };
-        if backlog {
-            // We own the stack, so the flag is ours to set. Acquire: the
+        let (starving, backlog) = unsafe {
+            let starving = holder && starves(oldest(head(s), Fault::LookJudgesTop));
+            (starving, backed_up_after_a_wake(head(s)))
+        };
+        let set = (if starving { STARVING } else { 0 }) | if backlog { BACKLOG } else { 0 };
+        if set & !s.addr() != 0 {
+            // We own the stack, so these flags are ours to set. Acquire: the
             // value shows the nodes pushed since we took the stack, which
             // `release_after_leave` walks if it serves the oldest sleeper
             // at once (`model::push_beside_spinner`).
-            let order = if P::FAULT == Fault::RelaxedBacklogOnPush { Relaxed } else { Acquire };
-            s = self.state.fetch_or(BACKLOG, order).map_addr(|a| a | BACKLOG);
+            let order = if P::FAULT == Fault::RelaxedCensusFlags { Relaxed } else { Acquire };
+            s = self.state.fetch_or(set, order).map_addr(|a| a | set);
         }
-        // SAFETY: we own the stack and do not hold LOCKED.
+        // SAFETY: we own the stack; a holder's give-back never serves.
         unsafe { self.release_after_leave(s) };
+        if starving {
+            P::record(Event::StarvingSet);
+        }
     }
 }
 

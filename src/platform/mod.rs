@@ -110,18 +110,16 @@ pub(crate) enum Fault {
     /// A wake past the spinner (sleepers backed up) hands SPINNING to the
     /// woken thread too, so two threads think they hold it.
     HandSpinPastSpinner,
-    /// A waiter that pushed itself beside a spinner and counted the stack
-    /// sets BACKLOG with a Relaxed RMW, so the wake it may then make walks
-    /// nodes pushed meanwhile unsynchronised.
-    RelaxedBacklogOnPush,
-    /// A waiter that pushed itself beside a spinner takes the stack to
-    /// count it with a Relaxed CAS, so its walk reads nodes pushed since
-    /// its `try_lock` unsynchronised.
-    RelaxedTakeOnPush,
-    /// A waiter that pushed itself beside a spinner takes the stack to
-    /// count it even while another thread owns it.
-    CountOnOwnedStack,
-    /// A stack owner that gives the stack back after a leave or a count
+    /// A census (`Lock::census`) sets BACKLOG or STARVING with a Relaxed
+    /// RMW, so the wake a pusher's census may then make walks nodes pushed
+    /// meanwhile unsynchronised.
+    RelaxedCensusFlags,
+    /// A census takes the stack with a Relaxed CAS, so a pusher's walk
+    /// reads nodes pushed since its `try_lock` unsynchronised.
+    RelaxedCensusTake,
+    /// A census takes the stack even while another thread owns it.
+    CensusOnOwnedStack,
+    /// A stack owner that gives the stack back after a leave or a census
     /// reads the fresh word of a failed CAS with Relaxed, and may serve the
     /// oldest sleeper walking nodes pushed meanwhile unsynchronised.
     RelaxedGiveBackRetry,
@@ -138,10 +136,11 @@ pub(crate) enum Fault {
     /// its failed CAS with a Relaxed look, and walks the nodes pushed on top
     /// of it meanwhile unsynchronised.
     RelaxedLeaveRetry,
-    /// A holder's look gives the stack back with a Relaxed CAS: the next
-    /// stack owner that does not take the lock first (a leaving timed
-    /// waiter) reads the tail the look cached unsynchronised.
-    RelaxedLookGiveBack,
+    /// A stack owner gives the stack back after a leave, a mark or a census
+    /// with a Relaxed CAS: the next stack owner that does not take the lock
+    /// first (a leaving timed waiter) reads the tail a holder's census
+    /// cached unsynchronised.
+    RelaxedGiveBack,
     /// An unlock in starvation mode that finds the stack owned by another
     /// thread releases LOCKED instead of waiting for the owner: barging
     /// acquisitions take the lock before the starving sleeper.
@@ -622,7 +621,7 @@ pub(crate) enum Event {
     StackBusy,
     /// A wake took the oldest waiter.
     TailWake,
-    /// A holder looked at the oldest sleeper.
+    /// A holder's census (its look at the oldest sleeper) took the stack.
     Look,
     /// A stack owner saw the oldest sleeper starving and set STARVING.
     StarvingSet,
@@ -678,7 +677,7 @@ pub(crate) enum Event {
     /// thread was handed nothing.
     WokePastSpinner,
     /// A waiter that pushed itself beside a spinner, with `BACKLOG` clear,
-    /// took the stack and counted it.
+    /// took the stack for a census.
     CountedOnPush,
     /// A waiter whose thread had just handed the lock to a sleeper
     /// (`unlock_fair`) yielded instead of sleeping (once per yield).
