@@ -26,8 +26,8 @@
 #
 # The orderings that already have a negative control in the models (the
 # `Fault` variants of src/platform/loom.rs, e.g. the pop's retry and
-# unlink, the move's, the leave's and the give-back's retries, the push
-# count's CASes, the retake, the look's give-back,
+# unlink, the move's, the leave's and the give-back's retries, the
+# census's CASes, the retake, `release_after_leave`'s give-back,
 # the release of an unlock that found starvation mode ended, the failure
 # of the starving mark's CAS)
 # are not repeated here, nor those that only the broken protocols of the
@@ -59,14 +59,10 @@ mutants=(
   'slow-release ## wake.rs ## 1 ## (s.map_addr(|a| a - LOCKED), UNLOCK_ORDER) ## (s.map_addr(|a| a - LOCKED), Relaxed)'
   'wake-release-release ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Acquire }'
   'wake-release-acquire ## wake.rs ## 1 ## { Acquire } else { AcqRel } ## { Acquire } else { Release }'
-  'fair-take-stack-acquire ## mod.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'push-release ## wait.rs ## 1 ## compare_exchange(s, with_flags(me, f), Release, Relaxed) ## compare_exchange(s, with_flags(me, f), Relaxed, Relaxed)'
   'take-stack-acquire ## stack.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
-  'leave-give-back-release ## stack.rs ## 1 ## with_flags(s, f), Release, retry) ## with_flags(s, f), Relaxed, retry)'
   'spin-acquire ## wait.rs ## 1 ## self.state.compare_exchange(s, new, Acquire, Relaxed)?; ## self.state.compare_exchange(s, new, Relaxed, Relaxed)?;'
-  'look-take-stack-acquire ## wait.rs ## 1 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'serve-release ## wake.rs ## 1 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
-  'starving-take-stack-acquire ## wake.rs ## 2 ## match self.take_stack_from(s, Acquire) { ## match self.take_stack_from(s, Relaxed) {'
   'pop-empty-release ## wake.rs ## 1 ## compare_exchange(s, empty, Release, retry_order ## compare_exchange(s, empty, Relaxed, retry_order'
   'nudge-release ## wake.rs ## 2 ## match self.state.compare_exchange(s, new, Release, Relaxed) { ## match self.state.compare_exchange(s, new, Relaxed, Relaxed) {'
 )
@@ -99,7 +95,7 @@ selected=()
 for m in "${mutants[@]}"; do
   parse "$m"
   if (($#)) && ! printf '%s\n' "$@" | grep -qxF -- "$name"; then continue; fi
-  n=$(grep -oF -- "$text" "$src" | wc -l)
+  n=$( { grep -oF -- "$text" "$src" || true; } | wc -l)
   if ((n < occ)); then
     echo "mutants.sh: $name: '$text' occurs $n times in $src, not at least $occ" >&2
     exit 1

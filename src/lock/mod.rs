@@ -36,6 +36,9 @@
 //!            bottom, +STARVING, give the stack back                     (wait.rs, stack.rs)
 //! leave      a timed waiter past its deadline: CAS +STACK_LOCKED,
 //!            unlink itself, give the stack back                         (stack.rs)
+//! census     a holder now and then, or a push beside a spinner:
+//!            CAS +STACK_LOCKED, count (and judge the oldest), flip
+//!            BACKLOG (+STARVING), give the stack back                   (wait.rs)
 //! ```
 //!
 //! No wakeup is lost because a thread sleeps only after a CAS that saw
@@ -81,8 +84,8 @@ pub(crate) const STARVING: usize = 8;
 /// Sleepers are backed up: the last wake or hand-off left more sleepers on
 /// the stack than [`Platform::backlog_sleepers`] (4 per CPU), or a census
 /// (a holder's look or a push beside a spinner, `Lock::census`) found that
-/// the next wake would. Set and cleared by stack owners. While it is set, unlocks
-/// wake the oldest sleeper even though a thread holds SPINNING.
+/// the next wake would. Set and cleared by stack owners. While it is set,
+/// unlocks wake the oldest sleeper even though a thread holds SPINNING.
 ///
 /// The spin bit saves those wakes because the spinner is about to take the
 /// lock. With many more sleepers than CPUs that no longer holds: the thread
@@ -589,37 +592,18 @@ impl<P: Platform> Lock<P> {
     /// The lock must be held by the caller's context.
     #[cold]
     #[inline(never)]
-    unsafe fn unlock_fair_slow(&self, mut s: *mut Node<P>) {
+    unsafe fn unlock_fair_slow(&self, s: *mut Node<P>) {
         // Aborts rather than unwind with the stack owned.
         no_unwind::<P, _>(|| {
-            let mut waits = 0;
-            s = loop {
-                if head(s).is_null() {
-                    // Nobody to hand over to. A waiter that pushes itself after
-                    // this look is seen by the release in `unlock`.
-                    P::record(Event::FairUnlockEmpty);
-                    // SAFETY: forwarded from the caller.
-                    return unsafe { self.unlock() };
-                }
-                if s.addr() & STACK_LOCKED != 0 {
-                    // Another thread owns the stack: an unlocker waking a
-                    // sleeper, a sleeper marking itself starving, a timed
-                    // waiter leaving. Stack owners never block and hold the
-                    // stack for a bounded number of steps, so this wait is
-                    // bounded. It yields at once: spinning first, as
-                    // `unlock_starving` does, gained nothing here (measured:
-                    // docs/benchmarks.md, "Measurements behind the
-                    // algorithm's rules").
-                    P::wait_for_stack(&mut waits);
-                    s = self.state.load(Relaxed);
-                    continue;
-                }
-                // Acquire: pairs with the Release of the pushes and of the
-                // previous stack owner, so the nodes' fields are visible.
-                match self.take_stack_from(s, Acquire) {
-                    Ok(taken) => break taken,
-                    Err(now) => s = now,
-                }
+            // Another thread may own the stack: an unlocker waking a
+            // sleeper, a sleeper marking itself starving, a timed waiter
+            // leaving. We wait for it, holding the lock.
+            let Ok(s) = self.take_stack_unless(s, |s| head(s).is_null()) else {
+                // Nobody to hand over to. A waiter that pushes itself after
+                // this look is seen by the release in `unlock`.
+                P::record(Event::FairUnlockEmpty);
+                // SAFETY: forwarded from the caller.
+                return unsafe { self.unlock() };
             };
             // Our next wait for this lock, if it comes soon, stays awake (see
             // `wait`).

@@ -5,22 +5,60 @@ use super::wake::starves;
 use super::*;
 
 impl<P: Platform> Lock<P> {
-    /// Takes STACK_LOCKED without holding LOCKED, waiting while another
-    /// thread owns the stack (stack owners never block and give it back
-    /// after a bounded number of steps). Returns the word, with
-    /// STACK_LOCKED, as the successful CAS left it.
+    /// Takes STACK_LOCKED, waiting while another thread owns the stack.
+    /// Returns the word, with STACK_LOCKED, as the successful CAS left it.
     pub(super) fn take_stack(&self) -> *mut Node<P> {
-        let mut s = self.state.load(Relaxed);
+        match self.take_stack_unless(self.state.load(Relaxed), |_| false) {
+            Ok(taken) | Err(taken) => taken,
+        }
+    }
+
+    /// Takes STACK_LOCKED from `s`, a recent value of the word, waiting
+    /// while another thread owns the stack, unless `done` finds, on the
+    /// word as it is before each attempt, that the caller no longer needs
+    /// it: then returns that word as `Err`. Returns the word, with
+    /// STACK_LOCKED, as the successful CAS left it.
+    ///
+    /// The wait is bounded: stack owners never block, and each gives the
+    /// stack back after a walk of the stack and a few CASes (one that does
+    /// not hold LOCKED never waits for it). It spins first, for up to the
+    /// spin budget: an owner running on another CPU gives the stack back
+    /// within microseconds, and a yield at once lets the other runnable
+    /// threads run first, while an unlocking caller keeps the lock held
+    /// (measured: docs/benchmarks.md, "Measurements behind the algorithm's
+    /// rules"). Then it waits as the platform says
+    /// ([`Platform::wait_for_stack`]), and spins again.
+    #[inline(always)]
+    pub(super) fn take_stack_unless(
+        &self,
+        mut s: *mut Node<P>,
+        done: impl Fn(*mut Node<P>) -> bool,
+    ) -> Result<*mut Node<P>, *mut Node<P>> {
         let mut waits = 0;
         loop {
+            if done(s) {
+                return Err(s);
+            }
             if s.addr() & STACK_LOCKED != 0 {
-                P::wait_for_stack(&mut waits);
-                s = self.state.load(Relaxed);
+                let (_, deadline) = P::spin_deadline();
+                loop {
+                    P::spin_hint();
+                    s = self.state.load(Relaxed);
+                    if s.addr() & STACK_LOCKED == 0 || P::now() >= deadline {
+                        break;
+                    }
+                }
+                if s.addr() & STACK_LOCKED != 0 {
+                    P::wait_for_stack(&mut waits);
+                    s = self.state.load(Relaxed);
+                }
                 continue;
             }
-            // Acquire: the nodes' fields, as in `unlock_fair`.
+            // Acquire: every caller walks the nodes; pairs with the Release
+            // of the pushes and of the previous stack owner, so their
+            // fields are visible.
             match self.take_stack_from(s, Acquire) {
-                Ok(taken) => return taken,
+                Ok(taken) => return Ok(taken),
                 Err(now) => s = now,
             }
         }
@@ -231,10 +269,11 @@ impl<P: Platform> Lock<P> {
     /// Gives back the stack that `leave`, a starving sleeper's mark
     /// (`starve`) or a census took. Unlocks that found it owned meanwhile
     /// left their wakes to us, so we decide as the unlock slow path would
-    /// on the current word: with sleepers, the lock free and nobody
-    /// spinning (or STARVING), we serve the oldest sleeper; otherwise the
-    /// holder's unlock, or the spinner, will see the stack. A caller that
-    /// holds LOCKED (a holder's census) never serves.
+    /// on the current word: with sleepers, the lock free and the wake not
+    /// left to a spinner (SPINNING clear, or STARVING or BACKLOG set), we
+    /// serve the oldest sleeper; otherwise the holder's unlock, or the
+    /// spinner, will see the stack. A caller that holds LOCKED (a holder's
+    /// census) never serves: every word it sees has LOCKED set.
     ///
     /// # Safety
     /// We own the stack, and `s` (with STACK_LOCKED) is a recent value of
@@ -242,7 +281,8 @@ impl<P: Platform> Lock<P> {
     pub(super) unsafe fn release_after_leave(&self, mut s: *mut Node<P>) {
         loop {
             if !head(s).is_null() && s.addr() & LOCKED == 0 && !spinner_takes_wake(s.addr()) {
-                // SAFETY: as for this function, and the stack is not empty.
+                // SAFETY: as for this function, the stack is not empty, and
+                // `s` shows LOCKED clear: we do not hold it.
                 return unsafe { self.serve(s) };
             }
             let mut f = flags(s) & !STACK_LOCKED;

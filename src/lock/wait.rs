@@ -718,35 +718,33 @@ impl<P: Platform> Lock<P> {
         Err(self.state.load(Relaxed))
     }
 
-    /// A census of the sleepers: takes the stack if nobody owns it, counts
-    /// the sleepers and sets [`BACKLOG`] if the next wake would leave them
-    /// backed up ([`backed_up_after_a_wake`]); a holder (`holder`) also
-    /// judges the oldest sleeper and, if it has waited too long, sets
-    /// STARVING, so that its own unlock hands it the lock. It gives the
-    /// stack back as `leave` does (`release_after_leave`).
+    /// A census of the sleepers: if the stack is not empty, nobody owns it
+    /// and the census is due (below), takes it, counts the sleepers and
+    /// sets [`BACKLOG`] if the next wake would leave them backed up
+    /// ([`backed_up_after_a_wake`]), clearing it otherwise; a holder
+    /// (`holder`) also judges the oldest sleeper and, if it has waited too
+    /// long, sets STARVING, so that its own unlock hands it the lock. It
+    /// gives the stack back as `leave` does (`release_after_leave`).
     ///
     /// Two kinds of thread take it, each because unlocks that skip their
     /// wakes for a spinner would otherwise never see the stack:
     /// - A holder that took the lock by spinning, now and then
-    ///   ([`Platform::look_due`]): under oversubscription a spinner nearly
-    ///   always exists, and without the look nobody would see the sleepers
-    ///   at the bottom of the stack. It holds LOCKED, so no unlock can
-    ///   happen (and skip a wake) while it owns the stack, and the give-back
-    ///   never serves.
+    ///   ([`Platform::look_due`]), unless starvation mode is on already:
+    ///   under oversubscription a spinner nearly always exists, and without
+    ///   this look nobody would see the sleepers at the bottom of the stack.
+    ///   It holds LOCKED, so no unlock can happen (and skip a wake) while it
+    ///   owns the stack, and its give-back never serves.
     /// - A waiter that pushed itself on other sleepers beside a spinner,
-    ///   with BACKLOG clear: pops keep the flag, but while it is clear and a
-    ///   thread spins, unlocks skip their wakes, so no pop comes to set it,
-    ///   and pushes piled sleepers up (measured: docs/benchmarks.md,
+    ///   with BACKLOG clear: pops recount the flag, but while it is clear and
+    ///   a thread spins, unlocks skip their wakes, so no pop comes to set
+    ///   it, and pushes piled sleepers up (measured: docs/benchmarks.md,
     ///   "Measurements behind the algorithm's rules"). The pushes grow the
     ///   stack, so they count it. It does not hold LOCKED: unlocks that
-    ///   found the stack owned left their wakes to it, and the give-back
-    ///   serves the oldest sleeper if the lock is free and nobody takes the
-    ///   wake.
+    ///   found the stack owned left their wakes to it, and its give-back
+    ///   serves the oldest sleeper if the lock is free and the flags no
+    ///   longer leave the wake to a spinner.
     ///
-    /// The census only sets flags. A BACKLOG that no longer holds is
-    /// cleared by the next pop, which recounts (and with the flag set,
-    /// every unlock pops). The walk is the amortised O(1) walk of every
-    /// stack owner.
+    /// The walk is the amortised O(1) walk of every stack owner.
     #[cold]
     pub(super) fn census(&self, holder: bool) {
         let mut s = self.state.load(Relaxed);
@@ -762,7 +760,9 @@ impl<P: Platform> Lock<P> {
             // (Release only) acquired nothing: nodes pushed after its
             // `try_lock`'s Acquire, and the last stack owner's edits, are
             // ordered before the walk by this CAS alone
-            // (`model::push_beside_spinner`).
+            // (`model::push_beside_spinner`); for a holder, the nodes
+            // pushed since it took the lock, and the edits of stack owners
+            // that do not take the lock (a leaving timed waiter).
             let order = if P::FAULT == Fault::RelaxedCensusTake { Relaxed } else { Acquire };
             match self.take_stack_from(s, order) {
                 Ok(taken) => break taken,
@@ -775,14 +775,23 @@ impl<P: Platform> Lock<P> {
             let starving = holder && starves(oldest(head(s), Fault::LookJudgesTop));
             (starving, backed_up_after_a_wake(head(s)))
         };
-        let set = (if starving { STARVING } else { 0 }) | if backlog { BACKLOG } else { 0 };
-        if set & !s.addr() != 0 {
-            // We own the stack, so these flags are ours to set. Acquire: the
-            // value shows the nodes pushed since we took the stack, which
+        // STARVING if the oldest sleeper starves; BACKLOG as counted (a
+        // pusher's census finds it clear, a holder's may find it stale).
+        let want = (if starving { STARVING } else { 0 }) | if backlog { BACKLOG } else { 0 };
+        let flip = (s.addr() ^ want) & (STARVING | BACKLOG);
+        if flip != 0 {
+            // Only stack owners write these two flags, and we own the
+            // stack: they are as `s` shows them, and the xor changes
+            // exactly those that differ. Acquire: the value shows the nodes
+            // pushed since we took the stack, which a pusher's
             // `release_after_leave` walks if it serves the oldest sleeper
-            // at once (`model::push_beside_spinner`).
+            // at once (`model::push_beside_spinner`); a holder never serves.
             let order = if P::FAULT == Fault::RelaxedCensusFlags { Relaxed } else { Acquire };
-            s = self.state.fetch_or(set, order).map_addr(|a| a | set);
+            let old = self.state.fetch_xor(flip, order);
+            if P::CHECKS && (old.addr() ^ s.addr()) & (STARVING | BACKLOG) != 0 {
+                P::broken("a spinbit flag that only stack owners write changed under a census");
+            }
+            s = old.map_addr(|a| a ^ flip);
         }
         // SAFETY: we own the stack; a holder's give-back never serves.
         unsafe { self.release_after_leave(s) };

@@ -241,54 +241,27 @@ impl<P: Platform> Lock<P> {
     /// # Safety
     /// The lock is held by the caller's context.
     pub(super) unsafe fn unlock_starving(&self, mut s: *mut Node<P>) -> Option<*mut Node<P>> {
-        let mut waits = 0;
-        s = loop {
-            let owned = s.addr() & STACK_LOCKED != 0;
-            if s.addr() & STARVING == 0
-                || (owned && P::FAULT == Fault::StarvingUnlockReleasesWhenOwned)
-            {
+        // Another thread may own the stack: a sleeper marking itself, a
+        // timed waiter leaving, an unlocker serving the oldest sleeper. We
+        // wait for it, keeping LOCKED: released now, the lock would be
+        // anybody's until that owner gives the stack back, and every
+        // holder in between would release it too
+        // (`model::a_starving_unlock_waits_for_the_stack_owner`). Stack
+        // owners that find LOCKED held leave STARVING set for us.
+        let ended = |s: *mut Node<P>| {
+            s.addr() & STARVING == 0
+                || (s.addr() & STACK_LOCKED != 0
+                    && P::FAULT == Fault::StarvingUnlockReleasesWhenOwned)
+        };
+        s = match self.take_stack_unless(s, ended) {
+            Ok(taken) => taken,
+            Err(s) => {
                 // Starvation mode ended: a plain unlock. (Broken on purpose
                 // with the fault: releasing while another thread owns the
                 // stack lets barging acquisitions in until that owner gives
                 // the stack back.)
                 P::record(Event::StarvingEndedAtUnlock);
                 return Some(s);
-            }
-            if owned {
-                // Another thread owns the stack: a sleeper marking itself,
-                // a timed waiter leaving, an unlocker serving the oldest
-                // sleeper. Wait for it, keeping LOCKED: released now, the
-                // lock would be anybody's until that owner gives the stack
-                // back, and every holder in between would release it too
-                // (`model::a_starving_unlock_waits_for_the_stack_owner`).
-                // Stack owners that do not hold LOCKED never wait for it and
-                // give the stack back after a bounded number of steps (one
-                // that finds LOCKED held leaves STARVING set for us), so this
-                // wait is bounded, as in `unlock_fair`. Spin first, for up
-                // to the spin budget: an owner running on another CPU gives
-                // the stack back within microseconds, and a yield at once
-                // (as in `unlock_fair`) lets the other runnable threads run
-                // first while the lock stays held (measured:
-                // docs/benchmarks.md, "Measurements behind the algorithm's
-                // rules").
-                let (_, deadline) = P::spin_deadline();
-                loop {
-                    P::spin_hint();
-                    s = self.state.load(Relaxed);
-                    if s.addr() & STACK_LOCKED == 0 || P::now() >= deadline {
-                        break;
-                    }
-                }
-                if s.addr() & STACK_LOCKED != 0 {
-                    P::wait_for_stack(&mut waits);
-                    s = self.state.load(Relaxed);
-                }
-                continue;
-            }
-            // Acquire: the nodes' fields, as in `unlock_fair`.
-            match self.take_stack_from(s, Acquire) {
-                Ok(taken) => break taken,
-                Err(now) => s = now,
             }
         };
         // SAFETY: we hold LOCKED and the stack; STARVING implies sleepers.

@@ -334,6 +334,10 @@ impl<N> StateWord<N> for LoomState {
         to_ptr(self.live().fetch_and(bits, order))
     }
     #[track_caller]
+    fn fetch_xor(&self, bits: usize, order: Ordering) -> *mut N {
+        to_ptr(self.live().fetch_xor(bits, order))
+    }
+    #[track_caller]
     fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N {
         to_ptr(self.live().fetch_sub(bits, order))
     }

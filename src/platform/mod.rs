@@ -119,9 +119,10 @@ pub(crate) enum Fault {
     RelaxedCensusTake,
     /// A census takes the stack even while another thread owns it.
     CensusOnOwnedStack,
-    /// A stack owner that gives the stack back after a leave or a census
-    /// reads the fresh word of a failed CAS with Relaxed, and may serve the
-    /// oldest sleeper walking nodes pushed meanwhile unsynchronised.
+    /// A stack owner that gives the stack back after a leave, a mark or a
+    /// census reads the fresh word of a failed CAS with Relaxed, and may
+    /// serve the oldest sleeper walking nodes pushed meanwhile
+    /// unsynchronised.
     RelaxedGiveBackRetry,
     /// A sleeper whose starvation deadline passed but which a stack owner
     /// had popped (it did not mark itself) sleeps without a starvation
@@ -243,6 +244,9 @@ pub(crate) trait StateWord<N> {
     ) -> Result<*mut N, *mut N>;
     fn fetch_or(&self, bits: usize, order: Ordering) -> *mut N;
     fn fetch_and(&self, bits: usize, order: Ordering) -> *mut N;
+    /// Flips `bits`; used by a stack owner to change flags that only
+    /// stack owners write, which it knows.
+    fn fetch_xor(&self, bits: usize, order: Ordering) -> *mut N;
     /// Subtracts `bits` from the address; used to clear LOCKED, which the
     /// caller knows is set (a single `lock xadd` on x86_64, where a
     /// `fetch_and` whose result is used becomes a CAS loop).

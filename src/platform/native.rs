@@ -506,6 +506,10 @@ impl<N> StateWord<N> for AtomicPtr<N> {
         AtomicPtr::fetch_and(self, bits, order)
     }
     #[inline(always)]
+    fn fetch_xor(&self, bits: usize, order: Ordering) -> *mut N {
+        AtomicPtr::fetch_xor(self, bits, order)
+    }
+    #[inline(always)]
     fn fetch_sub(&self, bits: usize, order: Ordering) -> *mut N {
         AtomicPtr::fetch_byte_sub(self, bits, order)
     }
