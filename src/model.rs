@@ -2209,7 +2209,7 @@ fn a_starving_timed_waiter_leaves_a_sleeper_behind() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_starving_top_retries_its_move_with_a_relaxed_look() {
-    self_starving::<RELAXED_MOVE_RETRY>(2, 1, true, true, bound(1, 1));
+    self_starving::<RELAXED_UNLINK_RETRY>(2, 1, true, true, bound(1, 1));
 }
 
 #[test]
@@ -3164,7 +3164,7 @@ fn broken_look_gives_the_stack_back_with_a_relaxed_cas() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_timed_out_top_retries_its_unlink_with_a_relaxed_look() {
-    leave_under_a_push::<RELAXED_LEAVE_RETRY>(false, bound(0, 0));
+    leave_under_a_push::<RELAXED_UNLINK_RETRY>(false, bound(0, 0));
 }
 
 /// Models of the condition variable (`crate::condvar`): a notification

@@ -122,37 +122,10 @@ impl<P: Platform> Lock<P> {
                 if me == tail || (!run.is_null() && (*run).prev.get() == me) {
                     return true;
                 }
-                let next = (*me).next.get();
-                let new_top = if me == top {
-                    // The word must point past us first.
-                    let new = with_flags(next, flags(*s));
-                    // Success Relaxed: we keep the stack. Failure Acquire:
-                    // nodes were pushed on top of us, and the retry walks
-                    // them.
-                    let retry = if P::FAULT == Fault::RelaxedMoveRetry { Relaxed } else { Acquire };
-                    match self.state.compare_exchange(*s, new, Relaxed, retry) {
-                        Ok(_) => {
-                            P::record(Event::MovedFromTop);
-                            *s = new;
-                        }
-                        Err(now) => {
-                            *s = now;
-                            continue;
-                        }
-                    }
-                    // The new top caches the tail, which does not change
-                    // unless we become it (below), and the count, which
-                    // does not change.
-                    (*next).tail.set(tail);
-                    (*next).count.set((*top).count.get());
-                    next
-                } else {
-                    P::record(Event::MovedFromMiddle);
-                    let newer = (*me).prev.get();
-                    (*newer).next.set(next);
-                    (*next).prev.set(newer);
-                    top
+                let Some(new_top) = self.unlink(s, me, top, tail, false) else {
+                    continue;
                 };
+                P::record(if me == top { Event::MovedFromTop } else { Event::MovedFromMiddle });
                 // Walks stop at the first node that caches a tail: the top
                 // does, and we cache nothing.
                 (*me).tail.set(ptr::null_mut());
@@ -212,58 +185,83 @@ impl<P: Platform> Lock<P> {
                 let Some(tail) = tail_if_linked(top, me) else {
                     break false;
                 };
-                let next = (*me).next.get();
-                if me != top {
-                    let newer = (*me).prev.get();
-                    (*top).count.set((*top).count.get().saturating_sub(1));
-                    (*newer).next.set(next);
-                    if next.is_null() {
-                        (*top).tail.set(newer);
-                    } else {
-                        (*next).prev.set(newer);
-                    }
+                if self.unlink(&mut s, me, top, tail, true).is_some() {
                     break true;
                 }
-                // We are the top: the word must point past us. The new top
-                // takes over our cached tail: what it cached itself when it
-                // was the top may have been popped since
-                // (`model::a_timed_waiter_leaves_from_the_top_over_a_stale_tail`).
-                if !next.is_null() {
-                    if P::FAULT != Fault::LeaveFromTopKeepsStaleTail {
-                        (*next).tail.set(tail);
-                    }
-                    (*next).count.set((*top).count.get().saturating_sub(1));
-                }
-                let mut f = flags(s);
-                if next.is_null() || P::FAULT == Fault::LeaveFromTopEndsStarving {
-                    // STARVING is only ever set with sleepers; with any
-                    // left it stays, for the marked ones among them
-                    // (`model::a_mark_leaves_from_above_another_mark`).
-                    f &= !STARVING;
-                }
-                // Success Relaxed: we keep the stack, and give it back with
-                // Release below. Failure Acquire: nodes were pushed on top of
-                // us, and the retry walks them
-                // (`model::a_timed_out_top_unlinks_itself_under_a_push`).
-                let retry = if P::FAULT == Fault::RelaxedLeaveRetry { Relaxed } else { Acquire };
-                match self.state.compare_exchange(s, with_flags(next, f), Relaxed, retry) {
-                    Ok(_) => {
-                        s = with_flags(next, f);
-                        break true;
-                    }
-                    // `next` keeps the tail we gave it: walks stop at our
-                    // node, which caches it too, and after our unlink at
-                    // the top, which the retry's walk makes cache it.
-                    Err(now) => {
-                        P::record(Event::LeaveRetried);
-                        s = now;
-                    }
-                }
+                P::record(Event::LeaveRetried);
             }
         };
         // SAFETY: we own the stack.
         unsafe { self.release_after_leave(s) };
         linked
+    }
+
+    /// Unlinks `me` from the stack whose top is `top` and whose tail is
+    /// `tail` (as `tail_if_linked` found them), for good if `leaving`
+    /// (then the count at the top drops by one), or to link it elsewhere
+    /// (`move_to_bottom`). Returns the top after the unlink, or `None` if
+    /// `me` was the top and the CAS that points the word past it failed:
+    /// then `s` is the fresh word, and the caller walks again. `me`'s own
+    /// links are left as they were.
+    ///
+    /// # Safety
+    /// We own the stack, `*s` is the word as we last saw it, with `top` its
+    /// head, and `me` is linked under `top`.
+    unsafe fn unlink(
+        &self,
+        s: &mut *mut Node<P>,
+        me: *mut Node<P>,
+        top: *mut Node<P>,
+        tail: *mut Node<P>,
+        leaving: bool,
+    ) -> Option<*mut Node<P>> {
+        // SAFETY: as for this function: we own the stack, so its nodes stay
+        // linked and their threads blocked (or, like us, waiting for the
+        // stack) until a stack owner unlinks them, and we alone write links.
+        unsafe {
+            let count = (*top).count.get().saturating_sub(u32::from(leaving));
+            let next = (*me).next.get();
+            if me != top {
+                let newer = (*me).prev.get();
+                (*newer).next.set(next);
+                if next.is_null() {
+                    (*top).tail.set(newer);
+                } else {
+                    (*next).prev.set(newer);
+                }
+                (*top).count.set(count);
+                return Some(top);
+            }
+            // We are the top: the word must point past us first.
+            let mut f = flags(*s);
+            if next.is_null() || (leaving && P::FAULT == Fault::LeaveFromTopEndsStarving) {
+                // STARVING is only ever set with sleepers; with any left it
+                // stays, for the marked ones among them
+                // (`model::a_mark_leaves_from_above_another_mark`).
+                f &= !STARVING;
+            }
+            let new = with_flags(next, f);
+            // Success Relaxed: we keep the stack, and give it back with
+            // Release. Failure Acquire: nodes were pushed on top of us, and
+            // the retry walks them
+            // (`model::a_timed_out_top_unlinks_itself_under_a_push`).
+            let retry = if P::FAULT == Fault::RelaxedUnlinkRetry { Relaxed } else { Acquire };
+            if let Err(now) = self.state.compare_exchange(*s, new, Relaxed, retry) {
+                *s = now;
+                return None;
+            }
+            *s = new;
+            if !next.is_null() {
+                // The new top takes over our cached tail: what it cached
+                // itself when it was the top may have been popped since
+                // (`model::a_timed_waiter_leaves_from_the_top_over_a_stale_tail`).
+                if !leaving || P::FAULT != Fault::LeaveFromTopKeepsStaleTail {
+                    (*next).tail.set(tail);
+                }
+                (*next).count.set(count);
+            }
+            Some(next)
+        }
     }
 
     /// Gives back the stack that `leave`, a starving sleeper's mark

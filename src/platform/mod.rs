@@ -101,9 +101,11 @@ pub(crate) enum Fault {
     /// judged starving, a mutex sleeper that has not marked itself yet
     /// included.
     MarkStopsAboveJudged,
-    /// A starving sleeper at the top of the stack retries its move, after a
-    /// push, with a Relaxed look at the new nodes.
-    RelaxedMoveRetry,
+    /// A waiter at the top of the stack that unlinks itself (a timed waiter
+    /// leaving, a starving sleeper moving to the bottom) retries its failed
+    /// CAS with a Relaxed look, and walks the nodes pushed on top of it
+    /// meanwhile unsynchronised.
+    RelaxedUnlinkRetry,
     /// A timed waiter past its deadline gives up without passing on the
     /// SPINNING bit it holds.
     GiveUpKeepsSpinning,
@@ -133,10 +135,6 @@ pub(crate) enum Fault {
     /// first yield: the time its arrival yields took counts towards no
     /// deadline (native test platform `SlowYieldClockAtPush` only).
     ClockStartsAtPush,
-    /// A timed waiter at the top of the stack that unlinks itself retries
-    /// its failed CAS with a Relaxed look, and walks the nodes pushed on top
-    /// of it meanwhile unsynchronised.
-    RelaxedLeaveRetry,
     /// A stack owner gives the stack back after a leave, a mark or a census
     /// with a Relaxed CAS: the next stack owner that does not take the lock
     /// first (a leaving timed waiter) reads the tail a holder's census
