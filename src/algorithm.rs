@@ -107,9 +107,9 @@
 //! wake comes to set it: so a waiter that pushes itself on other sleepers
 //! in that state takes `STACK_LOCKED` if nobody holds it, counts the stack
 //! the same way (a census, as the holder's look is), and gives it back as
-//! a timed waiter that leaves does (below). The count is a hint kept in the nodes by the stack owners; a
-//! stale flag costs a wake too many or too few, and the argument below
-//! holds with it set or clear.
+//! a timed waiter that leaves does (below). The count is a hint kept in
+//! the nodes by the stack owners; a stale flag costs a wake too many or
+//! too few, and the argument below holds with it set or clear.
 //!
 //! **Which waiter.** The oldest (the stack keeps an amortised O(1) cached
 //! tail with back links): a sleeping waiter is never passed over by a wake

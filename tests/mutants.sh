@@ -26,7 +26,7 @@
 #
 # The orderings that already have a negative control in the models (the
 # `Fault` variants of src/platform/loom.rs, e.g. the pop's retry and
-# unlink, the move's, the leave's and the give-back's retries, the
+# unlink, the self-unlink's (leave, move) and the give-back's retries, the
 # census's CASes, the retake, `release_after_leave`'s give-back,
 # the release of an unlock that found starvation mode ended, the failure
 # of the starving mark's CAS)

@@ -112,7 +112,7 @@ pub(crate) enum Fault {
     /// A wake past the spinner (sleepers backed up) hands SPINNING to the
     /// woken thread too, so two threads think they hold it.
     HandSpinPastSpinner,
-    /// A census (`Lock::census`) sets BACKLOG or STARVING with a Relaxed
+    /// A census (`Lock::census`) changes BACKLOG or STARVING with a Relaxed
     /// RMW, so the wake a pusher's census may then make walks nodes pushed
     /// meanwhile unsynchronised.
     RelaxedCensusFlags,
