@@ -288,7 +288,7 @@
 //! acquisition waits for a wake while the CPUs idle (8 threads with 1 µs
 //! critical sections and fair unlocks on a 2-core AMD EPYC VM: 0.06-0.08
 //! million acquisitions per second that way, 0.63-0.69 with the rule;
-//! `benches/results/sweep-x86_64-amd-epyc.md`). So
+//! `benches/results/sweep-x86_64-amd-epyc.md`, in git at 2dde755). So
 //! fair unlocks find sleepers less often: the fairness they guarantee is
 //! towards waiters that sleep; waiters that are awake compete as they do
 //! at a normal unlock.
