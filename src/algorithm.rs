@@ -206,8 +206,8 @@
 //! nudged, or woken. A hand-off to a thread asleep in the OS keeps the lock
 //! held by nobody who runs for a whole wake-up, milliseconds when every CPU
 //! is busy, while more sleepers pass their threshold: starvation mode fed
-//! itself, a convoy (128 threads on 16 CPUs fell to 2.5-2.9 Mops/s, against
-//! 30 at 64). So an unlock in starvation mode (or a waker's retake) that
+//! itself, a convoy (measured at 8x the CPUs: docs/benchmarks.md, "The
+//! nudge"). So an unlock in starvation mode (or a waker's retake) that
 //! finds the oldest sleeper asleep *nudges* it instead: one CAS moves its
 //! word from asleep to nudged, and the same CAS that gives the stack back
 //! releases the lock and clears `STARVING`; then a futex wake. The node
@@ -285,11 +285,9 @@
 //! again within 200 µs (`bump`, or the next `lock`): it yields the CPU and
 //! looks again until then. Had it slept, it would join the stack that the
 //! next fair unlocks hand from, and once every waiter sleeps, each
-//! acquisition waits for a wake while the CPUs idle (8 threads with 1 µs
-//! critical sections and fair unlocks on a 2-core AMD EPYC VM: 0.06-0.08
-//! million acquisitions per second that way, 0.63-0.69 with the rule;
-//! `benches/results/sweep-x86_64-amd-epyc.md`, in git at 2dde755). So
-//! fair unlocks find sleepers less often: the fairness they guarantee is
+//! acquisition waits for a wake while the CPUs idle (a tenth of the
+//! throughput at 8 threads with fair unlocks: docs/benchmarks.md,
+//! `HAND_OFF_AWAKE_NS`). So fair unlocks find sleepers less often: the fairness they guarantee is
 //! towards waiters that sleep; waiters that are awake compete as they do
 //! at a normal unlock.
 //!

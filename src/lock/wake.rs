@@ -284,8 +284,8 @@ impl<P: Platform> Lock<P> {
     /// The bounded price of fairness. A hand-off to a sleeping thread keeps
     /// the lock held, by nobody who runs, for a whole wake-up: milliseconds
     /// when every CPU is busy, while more sleepers reach their starvation
-    /// deadline, so that starvation mode fed itself (a convoy: 2.5-2.9
-    /// Mops/s at 128 threads on 16 CPUs, against 30 at 64). A nudged
+    /// deadline, so that starvation mode fed itself (a convoy, measured in
+    /// docs/benchmarks.md, "The nudge (issue 45)"). A nudged
     /// thread, once it runs, marks itself anew (`Lock::sleep`): that sets
     /// STARVING again and, if the lock is free, hands it to the bottom
     /// sleeper (itself if it had marked itself; a sleeper judged by age
