@@ -287,9 +287,9 @@
 //! next fair unlocks hand from, and once every waiter sleeps, each
 //! acquisition waits for a wake while the CPUs idle (a tenth of the
 //! throughput at 8 threads with fair unlocks: docs/benchmarks.md,
-//! `HAND_OFF_AWAKE_NS`). So fair unlocks find sleepers less often: the fairness they guarantee is
-//! towards waiters that sleep; waiters that are awake compete as they do
-//! at a normal unlock.
+//! `HAND_OFF_AWAKE_NS`). So fair unlocks find sleepers less often: the
+//! fairness they guarantee is towards waiters that sleep; waiters that
+//! are awake compete as they do at a normal unlock.
 //!
 //! # Why no wakeup is lost
 //!

@@ -8,8 +8,8 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// and hint counts are calibrated (`hints_in_ns`): ~27 ns on the 2-core
 /// AMD EPYC VM, 13 ns on the 2-core Intel Xeon VM (family 6, model 207),
 /// where `RDTSC` took ~20 (11.5 in a second measurement,
-/// `benches/results/sweep-x86_64-amd-epyc.md`, in git at 2dde755) and 10 ns (best of seven
-/// loops of 20 M).
+/// `benches/results/sweep-x86_64-amd-epyc.md`, in git at 2dde755) and
+/// 10 ns (best of seven loops of 20 M).
 #[inline(always)]
 pub(crate) fn spin_hint() {
     core::hint::spin_loop();
