@@ -94,7 +94,13 @@ parse() {
 selected=()
 for m in "${mutants[@]}"; do
   parse "$m"
-  if (($#)) && ! printf '%s\n' "$@" | grep -qxF -- "$name"; then continue; fi
+  if (($#)); then
+    # A loop, not `printf ... | grep -q`: under pipefail, grep -q exiting at
+    # its first match can SIGPIPE printf and fail the pipeline at random.
+    wanted=
+    for want in "$@"; do [ "$want" = "$name" ] && wanted=1; done
+    [ -n "$wanted" ] || continue
+  fi
   n=$( { grep -oF -- "$text" "$src" || true; } | wc -l)
   if ((n < occ)); then
     echo "mutants.sh: $name: '$text' occurs $n times in $src, not at least $occ" >&2

@@ -31,7 +31,7 @@ fi
 cargo build --release --locked -q
 out=$CARGO_TARGET_DIR/release
 cc -O2 driver.c -L "$out" -lspinbit_cdylib_bench -o "$out/driver"
-echo "# $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(uname -sr)"
+echo "# $(sed -n '/^model name/{s/^model name[[:space:]]*: //p;q;}' /proc/cpuinfo), $(nproc) CPUs, $(uname -sr)"
 for bin in libspinbit_cdylib_bench.so direct; do
   echo "# $bin: the thread-local accesses in spinbit's lock + unlock:"
   objdump -d -C --no-show-raw-insn "$out/$bin" |
